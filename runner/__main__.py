@@ -1,0 +1,3 @@
+from runner.cli import main
+
+main()

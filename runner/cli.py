@@ -1,0 +1,115 @@
+"""The `runner` command. Each command parses and prints; the library does the work.
+
+Exit codes: 0 success, 2 a problem the user can fix (spec, arguments, input), 1 a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+
+import click
+
+from runner import __version__
+from runner.errors import RunnerError, UserError
+
+
+class _DefaultToRun(click.Group):
+    """`runner SPEC.yaml` is `runner run SPEC.yaml`."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_DefaultToRun, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="runner")
+@click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
+@click.option(
+    "--log-format",
+    type=click.Choice(["auto", "json", "console"]),
+    default="auto",
+    show_default=True,
+    help="auto: JSON lines when stderr is not a terminal.",
+)
+@click.pass_context
+def cli(ctx: click.Context, debug: bool, log_format: str) -> None:
+    """Declarative ingestion into bucket-indexed Delta Lake tables, on Spark.
+
+    \b
+      runner PIPELINE.yaml            run a pipeline (same as `runner run`)
+      runner validate PIPELINE.yaml   check specs without starting Spark
+    """
+    from runner import logs
+
+    logs.configure("debug" if debug else "info", None if log_format == "auto" else log_format == "json")
+    ctx.obj = {"debug": debug}
+
+
+@cli.command()
+@click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+def validate(specs: tuple[str, ...]) -> None:
+    """Check pipeline specs against the schema and the semantic rules.
+
+    Starts no JVM. Prints one line per problem, FILE:LINE:COL: field.path: message,
+    and exits 2 when any spec is invalid.
+    """
+    from runner.spec import check_spec_file
+
+    bad = 0
+    for path in specs:
+        _, problems = check_spec_file(path)
+        for problem in problems:
+            click.echo(str(problem))
+        if problems:
+            bad += 1
+        else:
+            click.echo(f"{path}: ok")
+    if bad:
+        click.echo(f"{bad} of {len(specs)} spec(s) invalid", err=True)
+        sys.exit(2)
+
+
+@cli.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option(
+    "--summary-json",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Also write the run summary to this file as JSON.",
+)
+def run(spec: str, summary_json: str | None) -> None:
+    """Run a pipeline: read, transform, key, bucket, write, and commit one Delta version."""
+    from runner.ops.run import run_pipeline
+    from runner.spec import load_spec
+
+    summary = run_pipeline(load_spec(spec), console_progress=sys.stderr.isatty())
+    click.echo(summary.render())
+    if summary_json:
+        Path(summary_json).write_text(json.dumps(summary.to_dict(), indent=2) + "\n")
+
+
+def main() -> None:
+    debug = "--debug" in sys.argv[1:]
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2)
+    except RunnerError as exc:
+        if debug:
+            traceback.print_exc()
+        prefix = "error" if isinstance(exc, UserError) else "failed"
+        click.echo(f"{prefix}: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except Exception as exc:
+        if debug:
+            traceback.print_exc()
+        else:
+            click.echo(f"failed: {type(exc).__name__}: {exc} (run with --debug for details)", err=True)
+        sys.exit(1)

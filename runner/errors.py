@@ -1,0 +1,59 @@
+"""Every error the runner raises on purpose. The CLI maps UserError to exit 2, the rest to 1."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class RunnerError(Exception):
+    """Base of all runner errors."""
+
+    exit_code = 1
+
+
+class UserError(RunnerError):
+    """Something the user can fix in the spec, the command line or the input (exit 2)."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class SpecProblem:
+    """One problem in a spec file, located by file, line, column and dotted field path."""
+
+    file: str
+    line: int
+    column: int
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}: {self.field or '<root>'}: {self.message}"
+
+
+class InvalidSpecError(UserError):
+    """The spec breaks the schema or a semantic rule; carries every problem found."""
+
+    def __init__(self, problems: list[SpecProblem]):
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+class TableMismatchError(UserError):
+    """The spec disagrees with the settings stored in the table."""
+
+
+class SchemaChangeError(UserError):
+    """The input's columns are incompatible with the table's schema."""
+
+
+class BadRecordsError(UserError):
+    """Records that cannot be written (no record key, unparseable partition value)."""
+
+
+class CommitConflictError(RunnerError):
+    """Another writer changed the files this run replaces."""
+
+
+class EnvironmentProblem(RunnerError):
+    """The machine lacks something the run needs (Java, a writable path)."""

@@ -1,0 +1,19 @@
+"""The bucket function: pmod(hash(string(f1), ..., string(fk)), N) with Spark's Murmur3 hash.
+
+Spark's `hash` (Murmur3 x86_32, seed 42) is the function Spark's own bucketing uses: native
+and code-generated. Because pmod(h, k*N) mod N == pmod(h, N), growing N to k*N splits bucket b
+into b, b+N, ..., b+(k-1)N, which is what bucket expansion relies on.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from runner.keygen.common import field_string
+
+HASH_FUNCTION = "spark_murmur3_x86_32_seed42(string(fields)) pmod buckets"
+
+
+def bucket_column(hash_fields: tuple[str, ...], buckets: int) -> Column:
+    return F.pmod(F.hash(*[field_string(f) for f in hash_fields]), F.lit(buckets)).cast("int")

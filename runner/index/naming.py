@@ -1,0 +1,45 @@
+"""Data file names (Hudi RFC-29): the bucket id leads the file id, so no mapping is stored.
+
+    <partition path>/<bucket:08d>-<uuid tail>-0_<task>-<stage>-<attempt>_<instant>.parquet
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+
+FILE_NAME_RE = re.compile(
+    r"^(?P<file_id>(?P<bucket>\d{8})-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-\d+)"
+    r"_(?P<write_token>\d+-\d+-\d+)_(?P<instant>\d{17})\.parquet$"
+)
+
+
+@dataclass(frozen=True)
+class DataFileName:
+    bucket: int
+    file_id: str
+    write_token: str
+    instant: str
+
+
+def new_file_id(bucket: int) -> str:
+    """A fresh file group id: a random UUID whose first 8 characters are the bucket id."""
+    return f"{bucket:08d}{str(uuid.uuid4())[8:]}-0"
+
+
+def data_file_name(file_id: str, write_token: str, instant: str) -> str:
+    return f"{file_id}_{write_token}_{instant}.parquet"
+
+
+def parse_data_file_name(name: str) -> DataFileName | None:
+    """Parse the last path segment; None for a file that does not follow the layout."""
+    match = FILE_NAME_RE.match(name.rsplit("/", 1)[-1])
+    if not match:
+        return None
+    return DataFileName(
+        bucket=int(match["bucket"]),
+        file_id=match["file_id"],
+        write_token=match["write_token"],
+        instant=match["instant"],
+    )

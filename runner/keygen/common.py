@@ -1,0 +1,115 @@
+"""Building blocks shared by Hudi's key generators, as Spark column expressions.
+
+Constants and encodings follow Hudi's KeyGenUtils and PartitionPathEncodeUtils (see
+docs/keygen.md): `__null__`/`__empty__` placeholders inside composite keys, the default
+partition `__HIVE_DEFAULT_PARTITION__`, and Hive's path escaping for url_encode.
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from runner.errors import UserError
+
+NULL_PLACEHOLDER = "__null__"
+EMPTY_PLACEHOLDER = "__empty__"
+DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+# Characters Hive's escapePathName turns into %XX (besides the control characters).
+_ESCAPED = '"#%\'*/:=?\\{[]^\x7f'
+_ESCAPED_ALL = [chr(c) for c in range(0x20)] + list(_ESCAPED)
+_NEEDS_ESCAPE_RE = "[\\x00-\\x1f\"#%'*/:=?\\\\{\\[\\]^\\x7f]"
+
+
+def check_fields(schema: StructType, fields: tuple[str, ...], role: str) -> None:
+    """Fail early, with the available names, when a configured field is not in the input."""
+    for name in fields:
+        current: StructType | None = schema
+        for part in name.split("."):
+            if not isinstance(current, StructType) or part not in current.fieldNames():
+                available = ", ".join(schema.fieldNames())
+                raise UserError(
+                    f"{role} field '{name}' is not in the input; its columns are: {available}"
+                )
+            current = current[part].dataType  # type: ignore[assignment]
+
+
+def field_value(name: str) -> Column:
+    """A (possibly dotted, nested) field as a column."""
+    return F.col(".".join(f"`{p}`" for p in name.split(".")))
+
+
+def field_string(name: str) -> Column:
+    """The string form of a field value (Hudi stringifies values with toString())."""
+    return field_value(name).cast("string")
+
+
+def escape_path_name(value: Column) -> Column:
+    """Hive's escapePathName: control characters and "#%'*/:=?\\{[]^ DEL become %XX."""
+    escaped = reduce(
+        lambda col, ch: F.replace(col, F.lit(ch), F.lit(f"%{ord(ch):02X}")),
+        # '%' first, so the escapes it adds are not escaped again.
+        ["%", *[c for c in _ESCAPED_ALL if c != "%"]],
+        value,
+    )
+    return F.when(value.rlike(_NEEDS_ESCAPE_RE), escaped).otherwise(value)
+
+
+def is_null_or_empty(value: Column) -> Column:
+    return value.isNull() | (value == F.lit(""))
+
+
+def simple_record_key(name: str) -> tuple[Column, Column]:
+    """Single-field encoding: the value as is; null or empty is an error (Hudi's message)."""
+    value = field_string(name)
+    bad = is_null_or_empty(value)
+    shown = F.coalesce(value, F.lit("null"))
+    error = F.when(
+        bad,
+        F.concat(
+            F.lit('recordKey value: "'),
+            shown,
+            F.lit(f'" for field: "{name}" cannot be null or empty.'),
+        ),
+    )
+    return F.when(~bad, value), error
+
+
+def complex_record_key(names: tuple[str, ...]) -> tuple[Column, Column]:
+    """List encoding `f1:v1,f2:v2`; null/empty parts become placeholders; all-empty is an error."""
+    parts = []
+    for name in names:
+        value = field_string(name)
+        encoded = (
+            F.when(value.isNull(), F.lit(NULL_PLACEHOLDER))
+            .when(value == F.lit(""), F.lit(EMPTY_PLACEHOLDER))
+            .otherwise(value)
+        )
+        parts.append(F.concat(F.lit(f"{name}:"), encoded))
+    key = F.concat_ws(",", *parts)
+    all_bad = reduce(lambda a, b: a & b, [is_null_or_empty(field_string(n)) for n in names])
+    error = F.when(
+        all_bad,
+        F.concat(
+            F.lit('recordKey values: "'),
+            key,
+            F.lit(f'" for fields: [{", ".join(names)}] cannot be entirely null or empty.'),
+        ),
+    )
+    return F.when(~all_bad, key), error
+
+
+def partition_part(name: str, hive_style: bool, url_encode: bool) -> Column:
+    """One partition path part: default partition for null/empty, escaping, hive prefix."""
+    value = field_string(name)
+    encoded = escape_path_name(value) if url_encode else value
+    part = F.when(is_null_or_empty(value), F.lit(DEFAULT_PARTITION)).otherwise(encoded)
+    return F.concat(F.lit(f"{name}="), part) if hive_style else part
+
+
+def join_parts(parts: list[Column]) -> Column:
+    return F.concat_ws("/", *parts) if parts else F.lit("")

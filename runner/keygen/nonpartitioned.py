@@ -1,0 +1,16 @@
+"""NonpartitionedKeyGenerator: empty partition path; one key field bare, several as `f:v`."""
+
+from __future__ import annotations
+
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from runner.keygen.base import KeyColumns, KeyGenerator
+from runner.keygen.common import complex_record_key, simple_record_key
+
+
+class NonPartitionedKeyGenerator(KeyGenerator):
+    def columns(self, schema: StructType) -> KeyColumns:
+        fields = self.spec.record_key
+        key, error = simple_record_key(fields[0]) if len(fields) == 1 else complex_record_key(fields)
+        return KeyColumns(key, F.lit(""), error)

@@ -1,0 +1,41 @@
+"""structlog set-up: JSON lines when stderr is not a terminal, readable lines when it is."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import uuid
+
+import structlog
+
+
+def configure(level: str = "info", json_logs: bool | None = None) -> None:
+    """Configure structlog once per process; logs go to stderr so stdout stays for results."""
+    if json_logs is None:
+        json_logs = not sys.stderr.isatty()
+    renderer = (
+        structlog.processors.JSONRenderer()
+        if json_logs
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.getLevelNamesMapping()[level.upper()]
+        ),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
+def start_run() -> str:
+    """Give this run an id and bind it to every later log event."""
+    run_id = uuid.uuid4().hex[:12]
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(run_id=run_id)
+    return run_id

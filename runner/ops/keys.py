@@ -1,0 +1,50 @@
+"""Adds the key columns to a batch: the one code path shared by `runner run` and `runner keys`."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from runner.index.bucket import bucket_column
+from runner.keygen import build_key_generator
+from runner.keygen.common import check_fields
+from runner.spec.model import Target
+
+RECORD_KEY = "_record_key"
+PARTITION_PATH = "_partition_path"
+BUCKET = "_bucket"
+KEY_ERROR = "_key_error"
+
+# A partition path must stay inside the table directory.
+_ESCAPING_PATH_RE = r"(^/)|(^|/)\.\.?(/|$)"
+
+
+def add_key_columns(df: DataFrame, target: Target, buckets: int | None = None) -> DataFrame:
+    """`df` plus _record_key, _partition_path, _bucket and _key_error (null when keyable).
+
+    A record with an error keeps null key columns, so it can never be written by mistake.
+    """
+    generator = build_key_generator(target.key_generator)
+    check_fields(df.schema, target.record_key, "record key")
+    check_fields(df.schema, generator.input_fields(), "key generator")
+    check_fields(df.schema, target.index.hash_fields, "index hash")
+    cols = generator.columns(df.schema)
+    escaping = cols.partition_path.rlike(_ESCAPING_PATH_RE)
+    error = F.coalesce(
+        cols.error,
+        F.when(
+            escaping,
+            F.concat(
+                F.lit("partition path '"),
+                cols.partition_path,
+                F.lit("' leaves the table directory; set key_generator.url_encode: true"),
+            ),
+        ),
+    )
+    bucket = bucket_column(target.index.hash_fields, buckets or target.index.buckets)
+    return (
+        df.withColumn(KEY_ERROR, error)
+        .withColumn(RECORD_KEY, F.when(F.col(KEY_ERROR).isNull(), cols.record_key))
+        .withColumn(PARTITION_PATH, F.when(F.col(KEY_ERROR).isNull(), cols.partition_path))
+        .withColumn(BUCKET, F.when(F.col(KEY_ERROR).isNull(), bucket))
+    )

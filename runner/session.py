@@ -1,0 +1,89 @@
+"""The one place that creates the SparkSession (nothing starts a JVM at import time)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from importlib import resources
+from typing import TYPE_CHECKING
+
+import structlog
+
+from runner.errors import EnvironmentProblem
+from runner.spec.model import SparkSettings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = structlog.get_logger(__name__)
+
+MIN_JAVA = 17
+JAVA_HELP = (
+    "Spark needs Java {min} or newer. Install it (Debian/Ubuntu: "
+    "`apt-get install -y openjdk-17-jre-headless`) or point JAVA_HOME at one."
+)
+
+
+def under_spark_submit() -> bool:
+    """spark-submit starts the Python driver with a gateway already open."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def java_problem() -> str | None:
+    """Why Spark cannot start here, or None. Saves users a Py4J stack trace."""
+    java_home = os.environ.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    if not java or not os.path.exists(java):
+        where = f"JAVA_HOME={java_home} has no bin/java" if java_home else "no `java` on PATH"
+        return f"Java not found ({where}). " + JAVA_HELP.format(min=MIN_JAVA)
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"`{java} -version` failed: {exc}. " + JAVA_HELP.format(min=MIN_JAVA)
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if not match:
+        return None
+    major = int(match[1]) if match[1] != "1" else int(match[2] or 0)
+    if major < MIN_JAVA:
+        return f"{java} is Java {major}. " + JAVA_HELP.format(min=MIN_JAVA)
+    return None
+
+
+def spark_session(settings: SparkSettings, app_name: str, console_progress: bool) -> SparkSession:
+    """Start (or join, under spark-submit) the SparkSession for a run.
+
+    Locally the spec's master and conf apply. Under spark-submit, master and every conf that
+    spark-submit set win; the spec only fills in SQL settings left unset.
+    """
+    if not under_spark_submit():
+        problem = java_problem()
+        if problem:
+            raise EnvironmentProblem(problem)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(f"runner:{app_name}")
+    if under_spark_submit():
+        spark = builder.getOrCreate()
+        for key, value in settings.conf.items():
+            if spark.conf.get(key, None) is None and spark.conf.isModifiable(key):
+                spark.conf.set(key, value)
+        return spark
+
+    log4j = resources.files("runner").joinpath("log4j2.properties")
+    java_opts = f"-Dlog4j2.configurationFile=file:{log4j}"
+    defaults = {
+        "spark.driver.extraJavaOptions": java_opts,
+        "spark.ui.showConsoleProgress": str(console_progress).lower(),
+        # Partition paths from timestamps must not depend on the laptop's time zone.
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": "8",
+    }
+    builder = builder.master(settings.master or "local[*]")
+    for key, value in {**defaults, **settings.conf}.items():
+        builder = builder.config(key, value)
+    log.info("spark_starting", master=settings.master or "local[*]")
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

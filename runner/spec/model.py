@@ -1,0 +1,67 @@
+"""The spec as frozen dataclasses: everything downstream reads these, never raw dicts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str | None = None
+    conf: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str
+    format: str
+    path: str
+    schema: str | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class KeyGenSpec:
+    """A key generator's settings, in the structured form (Hudi's names map onto these)."""
+
+    type: str
+    record_key: tuple[str, ...]
+    partition_fields: tuple[str, ...] = ()
+    hive_style_partitioning: bool = False
+    url_encode: bool = False
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    buckets: int
+    hash_fields: tuple[str, ...]
+    type: str = "BUCKET_HASH_INDEX"
+
+
+@dataclass(frozen=True)
+class Target:
+    path: str
+    operation: str
+    key_generator: KeyGenSpec
+    index: IndexSpec
+    table_type: str = "COPY_ON_WRITE"
+    precombine_field: str | None = None
+    merge_mode: str = "event_time"
+    delete_marker: str | None = None
+    filter_dupes: bool = False
+
+    @property
+    def record_key(self) -> tuple[str, ...]:
+        return self.key_generator.record_key
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    name: str
+    sources: tuple[Source, ...]
+    target: Target
+    file: str
+    spark: SparkSettings = field(default_factory=SparkSettings)
+    transform_sql: str | None = None
+    description: str | None = None
