@@ -1,0 +1,25 @@
+"""Shared fixtures. One SparkSession for the whole run (starting one costs ~7 s)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from runner.session import java_problem, spark_session
+    from runner.spec.model import SparkSettings
+
+    problem = java_problem()
+    if problem:
+        pytest.skip(f"Spark cannot start: {problem}")
+    session = spark_session(
+        SparkSettings(
+            master="local[2]",
+            conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},
+        ),
+        app_name="tests",
+        console_progress=False,
+    )
+    yield session
+    session.stop()
