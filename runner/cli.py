@@ -20,8 +20,11 @@ class _DefaultToRun(click.Group):
     """`runner SPEC.yaml` is `runner run SPEC.yaml`."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and not args[0].startswith("-"):
-            args = ["run", *args]
+        i = 0
+        while i < len(args) and args[i].startswith("-"):
+            i += 2 if args[i] == "--log-format" else 1  # skip the group's own options
+        if i < len(args) and args[i] not in self.commands:
+            args = [*args[:i], "run", *args[i:]]
         return super().parse_args(ctx, args)
 
 

@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from importlib import resources
 from typing import TYPE_CHECKING
 
@@ -80,6 +81,8 @@ def spark_session(settings: SparkSettings, app_name: str, console_progress: bool
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": "8",
     }
+    # Python workers must run the interpreter that has runner and its dependencies.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = builder.master(settings.master or "local[*]")
     for key, value in {**defaults, **settings.conf}.items():
         builder = builder.config(key, value)

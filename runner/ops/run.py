@@ -1,0 +1,275 @@
+"""One pipeline run: spec -> plan -> Spark job -> files -> one Delta commit.
+
+Checks come first and cost nothing to the table: the stored settings, the input schema, the
+record keys. Files are written next; they become visible only with the commit. A run that
+fails before its commit leaves the table as it was and removes the files it wrote.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Sequence
+
+import pyarrow.fs as pafs
+import structlog
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import BooleanType, StructType
+
+from runner import faults, logs
+from runner.errors import BadRecordsError, UserError
+from runner.index.naming import new_file_id
+from runner.ops.keys import BUCKET, KEY_ERROR, PARTITION_PATH, RECORD_KEY, add_key_columns
+from runner.ops.merge import incoming_rows, write_frame
+from runner.ops.summary import RunSummary, Stages
+from runner.session import spark_session
+from runner.sources import read_input
+from runner.spec.model import PipelineSpec, Target
+from runner.table.commit import NewFile, add_columns, commit_files, create_table
+from runner.table.config import check_table_settings, table_settings
+from runner.table.reader import read_files
+from runner.table.schema import META_COLUMNS, SchemaPlan, plan_schema
+from runner.table.snapshot import DataFile, Group, TableSnapshot, open_table
+from runner.table.writer import COUNTED_ACTIONS, RESULT_SCHEMA, WriteJob
+
+log = structlog.get_logger(__name__)
+
+BAD_RECORD_SAMPLES = 5
+
+
+def new_instant() -> str:
+    """Hudi's instant format, yyyyMMddHHmmssSSS, in UTC."""
+    now = dt.datetime.now(dt.UTC)
+    return now.strftime("%Y%m%d%H%M%S") + f"{now.microsecond // 1000:03d}"
+
+
+def run_pipeline(
+    spec: PipelineSpec, console_progress: bool = False, spark: SparkSession | None = None
+) -> RunSummary:
+    run_id = logs.start_run()
+    target = spec.target
+    stages = Stages()
+    summary = RunSummary(spec.name, run_id, target.path, target.operation, new_instant())
+    log.info("run_started", pipeline=spec.name, spec=spec.file, table=target.path,
+             operation=target.operation, instant=summary.instant)
+
+    snapshot = open_table(target.path)
+    if snapshot is not None:
+        check_table_settings(spec.file, target, snapshot.configuration)
+    with stages.stage("start"):
+        spark = spark or spark_session(spec.spark, spec.name, console_progress)
+
+    with stages.stage("plan"):
+        batch = _without_meta_columns(read_input(spark, spec))
+        _check_operation_fields(batch.schema, target)
+        plan = _plan_schema(spark, batch, target, snapshot)
+        keyed = add_key_columns(batch, target).persist()
+    try:
+        with stages.stage("keys"):
+            groups = _touched_groups(keyed)
+            summary.rows_read = sum(groups.values())
+            _fail_on_bad_records(keyed)
+        stored_files = _stored_files(snapshot, groups, target)
+        file_ids = {
+            g: stored_files[g][0].file_id if g in stored_files else new_file_id(g[1])
+            for g in groups
+        }
+        frame = write_frame(
+            incoming_rows(keyed, target, plan, summary.instant),
+            _stored_frame(spark, snapshot, stored_files),
+            target,
+            plan,
+            partitions=max(1, min(len(groups), _shuffle_partitions(spark))),
+        )
+        job = WriteJob(target.path, summary.instant, plan.file_schema, file_ids)
+        with stages.stage("write"):
+            results = frame.mapInArrow(job, _result_struct()).collect()
+        new_files = [NewFile(r.path, r.size, r.stats) for r in results if r.path]
+        try:
+            with stages.stage("commit"):
+                _commit(spec, summary, snapshot, plan, results, new_files, stored_files)
+        except BaseException:
+            _remove_uncommitted(target.path, new_files)
+            raise
+    finally:
+        keyed.unpersist()
+    summary.stage_seconds = stages.seconds
+    log.info("run_finished", **{k: v for k, v in summary.to_dict().items() if k != "run_id"})
+    return summary
+
+
+def _without_meta_columns(batch: DataFrame) -> DataFrame:
+    """A batch read from a runner table brings meta columns; this run computes its own."""
+    dropped = [c for c in batch.columns if c in META_COLUMNS]
+    if dropped:
+        log.info("input_meta_columns_replaced", columns=dropped)
+    return batch.drop(*dropped)
+
+
+def _check_operation_fields(schema: StructType, target: Target) -> None:
+    names = schema.fieldNames()
+    if target.precombine_field and target.operation != "delete" and (
+        target.precombine_field not in names
+    ):
+        raise UserError(
+            f"precombine_field '{target.precombine_field}' is not in the input; "
+            f"its columns are: {', '.join(names)}"
+        )
+    if target.delete_marker:
+        if target.delete_marker not in names:
+            raise UserError(
+                f"delete_marker '{target.delete_marker}' is not in the input; "
+                f"its columns are: {', '.join(names)}"
+            )
+        if not isinstance(schema[target.delete_marker].dataType, BooleanType):
+            raise UserError(
+                f"delete_marker '{target.delete_marker}' must be a boolean column, not "
+                f"{schema[target.delete_marker].dataType.simpleString()}; cast it in the transform"
+            )
+
+
+def _plan_schema(
+    spark: SparkSession, batch: DataFrame, target: Target, snapshot: TableSnapshot | None
+) -> SchemaPlan:
+    table_schema = snapshot.arrow_schema() if snapshot else None
+    if target.operation == "delete":
+        if table_schema is None:
+            raise UserError(f"operation delete needs an existing table; none at {target.path}")
+        return plan_schema(table_schema, table_schema, target.path)
+    data = batch.drop(*([target.delete_marker] if target.delete_marker else []))
+    incoming = to_arrow_schema(data.schema, timestamp_utc=True)
+    return plan_schema(incoming, table_schema, target.path)
+
+
+def _touched_groups(keyed: DataFrame) -> dict[Group, int]:
+    """Rows per (partition path, bucket) of the batch: metadata-sized, fine on the driver."""
+    rows = (
+        keyed.where(F.col(KEY_ERROR).isNull())
+        .groupBy(PARTITION_PATH, BUCKET)
+        .count()
+        .collect()
+    )
+    return {(r[PARTITION_PATH], r[BUCKET]): r["count"] for r in rows}
+
+
+def _fail_on_bad_records(keyed: DataFrame) -> None:
+    bad = keyed.where(F.col(KEY_ERROR).isNotNull())
+    samples = bad.limit(BAD_RECORD_SAMPLES).collect()
+    if not samples:
+        return
+    count = bad.count()
+    internal = {RECORD_KEY, PARTITION_PATH, BUCKET, KEY_ERROR}
+    lines = []
+    for row in samples:
+        record = {k: v for k, v in row.asDict(recursive=True).items() if k not in internal}
+        lines.append(f"  {row[KEY_ERROR]}  record: {json.dumps(record, default=str)}")
+    raise BadRecordsError(
+        f"{count} record(s) cannot be keyed; nothing was written. "
+        f"First {len(samples)}:\n" + "\n".join(lines)
+    )
+
+
+def _stored_files(
+    snapshot: TableSnapshot | None, groups: dict[Group, int], target: Target
+) -> dict[Group, list[DataFile]]:
+    """The stored files of the buckets this batch touches (none for bulk_insert)."""
+    if snapshot is None:
+        return {}
+    by_group = snapshot.files_by_group()
+    if target.operation == "bulk_insert":
+        stored_partitions = {pp for pp, _ in by_group}
+        busy = sorted({pp for pp, _ in groups} & stored_partitions)
+        if busy:
+            shown = ", ".join(repr(p) for p in busy[:5])
+            raise UserError(
+                f"bulk_insert writes only into empty partitions, and {len(busy)} of this batch's "
+                f"partitions already hold data ({shown}); use operation insert or upsert"
+            )
+        return {}
+    return {g: by_group[g] for g in groups if g in by_group}
+
+
+def _stored_frame(
+    spark: SparkSession, snapshot: TableSnapshot | None, stored: dict[Group, list[DataFile]]
+) -> DataFrame | None:
+    if snapshot is None or not stored:
+        return None
+    return read_files(spark, snapshot, [f.path for files in stored.values() for f in files])
+
+
+def _shuffle_partitions(spark: SparkSession) -> int:
+    return int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
+
+
+def _result_struct() -> StructType:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(RESULT_SCHEMA)
+
+
+def _commit(
+    spec: PipelineSpec,
+    summary: RunSummary,
+    snapshot: TableSnapshot | None,
+    plan: SchemaPlan,
+    results: Sequence,
+    new_files: list[NewFile],
+    stored_files: dict[Group, list[DataFile]],
+) -> None:
+    target = spec.target
+    changed = [r for r in results if r.changed]
+    removed = [f for r in changed for f in stored_files.get((r.partition_path, r.bucket), [])]
+    for action, field in zip(
+        COUNTED_ACTIONS,
+        ("inserted", "updated", "deleted", "duplicates_dropped", "stale_skipped", "deletes_missing"),
+        strict=True,
+    ):
+        setattr(summary, field, sum(getattr(r, action) for r in results))
+    summary.files_added = len(new_files)
+    summary.files_removed = len(removed)
+    summary.bytes_written = sum(f.size for f in new_files)
+    summary.buckets_touched = len(changed)
+    summary.partitions_touched = len({r.partition_path for r in changed})
+    faults.maybe_fail("before_commit")
+    if not changed:
+        log.info("nothing_to_commit")
+        return
+    if snapshot is None:
+        create_table(target.path, spec.name, plan.file_schema, table_settings(target))
+        snapshot = open_table(target.path)
+        assert snapshot is not None
+    elif plan.new_columns:
+        add_columns(snapshot.table, plan.new_columns)
+        summary.columns_added = [f.name for f in plan.new_columns]
+    metadata = {
+        "pipeline": spec.name,
+        "run_id": summary.run_id,
+        "instant": summary.instant,
+        "operation": target.operation,
+        "rows_read": summary.rows_read,
+        "inserted": summary.inserted,
+        "updated": summary.updated,
+        "deleted": summary.deleted,
+        "files_added": summary.files_added,
+        "files_removed": summary.files_removed,
+        "bytes_written": summary.bytes_written,
+    }
+    summary.version = commit_files(snapshot, plan.file_schema, new_files, removed, metadata)
+    log.info("commit_done", version=summary.version, files_added=summary.files_added,
+             files_removed=summary.files_removed)
+
+
+def _remove_uncommitted(table_uri: str, files: list[NewFile]) -> None:
+    """Best effort: files of a failed run are invisible anyway; don't leave them around."""
+    if not files:
+        return
+    fs, root = pafs.FileSystem.from_uri(table_uri)
+    for f in files:
+        try:
+            fs.delete_file(f"{root}/{f.path}")
+        except OSError:
+            log.warning("uncommitted_file_left", path=f.path)
+    log.info("uncommitted_files_removed", count=len(files), pid=os.getpid())

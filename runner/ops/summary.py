@@ -1,0 +1,85 @@
+"""The run summary: printed at the end of a run and written by --summary-json."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Stages:
+    """Wall-clock seconds per stage of a run, in the order the stages ran."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = round(
+                self.seconds.get(name, 0.0) + time.perf_counter() - start, 3
+            )
+
+
+@dataclass
+class RunSummary:
+    pipeline: str
+    run_id: str
+    table: str
+    operation: str
+    instant: str
+    version: int | None = None  # None: nothing to commit
+    rows_read: int = 0
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    duplicates_dropped: int = 0
+    stale_skipped: int = 0
+    deletes_missing: int = 0
+    files_added: int = 0
+    files_removed: int = 0
+    bytes_written: int = 0
+    buckets_touched: int = 0
+    partitions_touched: int = 0
+    columns_added: list[str] = field(default_factory=list)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def render(self) -> str:
+        total = sum(self.stage_seconds.values())
+        stages = "  ".join(f"{k} {v:.1f}s" for k, v in self.stage_seconds.items())
+        head = (
+            f"committed version {self.version}"
+            if self.version is not None
+            else "nothing to commit (no row changed)"
+        )
+        lines = [
+            f"{self.pipeline}: {self.operation} {head} of {self.table}",
+            f"  instant      {self.instant}   run {self.run_id}",
+            f"  rows read    {self.rows_read:,}",
+            f"  inserted     {self.inserted:,}   updated {self.updated:,}   deleted {self.deleted:,}",
+            f"  dropped      {self.duplicates_dropped:,} duplicates in the batch, "
+            f"{self.stale_skipped:,} older than stored, {self.deletes_missing:,} deletes of "
+            "missing keys",
+            f"  files        +{self.files_added} -{self.files_removed}   "
+            f"{_size(self.bytes_written)} written   {self.buckets_touched} bucket(s) in "
+            f"{self.partitions_touched} partition(s) rewritten",
+        ]
+        if self.columns_added:
+            lines.append(f"  new columns  {', '.join(self.columns_added)}")
+        lines.append(f"  time         {stages}  (total {total:.1f}s)")
+        return "\n".join(lines)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"

@@ -1,0 +1,1 @@
+"""Delta table access: settings, snapshot and file selection, executor-side writer, commit."""

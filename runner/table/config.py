@@ -1,0 +1,66 @@
+"""The index and key settings a table is written with, stored in its Delta configuration.
+
+A run whose spec disagrees with the table is refused before anything is read or written,
+with every difference listed and what to do about it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from runner.errors import TableMismatchError
+from runner.index.bucket import HASH_FUNCTION
+from runner.spec.model import Target
+
+FORMAT_VERSION = "1"
+PREFIX = "runner."
+BUCKETS = "runner.index.buckets"
+
+
+def table_settings(target: Target) -> dict[str, str]:
+    """Every setting that decides where a record lives, as stable strings."""
+    keygen = target.key_generator
+    return {
+        "runner.format.version": FORMAT_VERSION,
+        "runner.table.type": target.table_type,
+        "runner.index.type": target.index.type,
+        "runner.index.hash.function": HASH_FUNCTION,
+        "runner.index.hash.fields": ",".join(target.index.hash_fields),
+        BUCKETS: str(target.index.buckets),
+        "runner.keygen.type": keygen.type,
+        "runner.keygen.record.key": ",".join(keygen.record_key),
+        "runner.keygen.partition.fields": ",".join(keygen.partition_fields),
+        "runner.keygen.hive.style": str(keygen.hive_style_partitioning).lower(),
+        "runner.keygen.url.encode": str(keygen.url_encode).lower(),
+    }
+
+
+def _fix_for(key: str, stored: str) -> str:
+    if key == BUCKETS:
+        return (
+            f"set index.buckets back to {stored}: the bucket count of an existing table "
+            "changes only by bucket expansion or by rewriting the table into a new path"
+        )
+    return "a table keeps the settings it was created with; write to a new target.path to change it"
+
+
+def check_table_settings(spec_path: str, target: Target, stored: Mapping[str, str]) -> None:
+    """Raise TableMismatchError listing every setting where the spec and the table differ."""
+    wanted = table_settings(target)
+    if stored.get("runner.format.version") is None:
+        raise TableMismatchError(
+            f"{target.path} is a Delta table not written by runner (no runner.* settings); "
+            "point target.path at a new location or at a runner table"
+        )
+    lines = []
+    for key, value in wanted.items():
+        have = stored.get(key)
+        if have is not None and have != value:
+            name = key.removeprefix(PREFIX)
+            lines.append(
+                f"  {name}: table has {have!r}, spec {spec_path} has {value!r} -> {_fix_for(key, have)}"
+            )
+    if lines:
+        raise TableMismatchError(
+            f"the spec disagrees with the table at {target.path}:\n" + "\n".join(lines)
+        )

@@ -1,0 +1,85 @@
+"""A table's current state as delta-rs sees it: version, settings, schema and files by bucket."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import pyarrow as pa
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+
+from runner.errors import RunnerError
+from runner.index.naming import parse_data_file_name
+
+Group = tuple[str, int]  # (partition path, bucket)
+
+
+@dataclass(frozen=True)
+class DataFile:
+    path: str  # relative to the table root, as in the Delta log
+    size: int
+    num_records: int
+    partition_path: str
+    bucket: int
+    file_id: str
+
+
+@dataclass
+class TableSnapshot:
+    uri: str
+    table: DeltaTable
+
+    @property
+    def version(self) -> int:
+        return self.table.version()
+
+    @property
+    def configuration(self) -> dict[str, str]:
+        return dict(self.table.metadata().configuration)
+
+    def arrow_schema(self) -> pa.Schema:
+        return pa.schema(self.table.schema().to_arrow())
+
+    def files(self) -> list[DataFile]:
+        """Every live data file with its (partition path, bucket) from the Delta statistics.
+
+        Each file holds one partition path and one bucket, so min == max for both.
+        """
+        actions = pa.table(self.table.get_add_actions(flatten=True)).to_pylist()
+        files = []
+        for row in actions:
+            name = parse_data_file_name(row["path"])
+            pp_min, pp_max = row.get("min._partition_path"), row.get("max._partition_path")
+            bucket = row.get("min._bucket")
+            if name is None or bucket is None or pp_min != pp_max or pp_min is None:
+                raise RunnerError(
+                    f"file {row['path']} in {self.uri} does not follow runner's layout "
+                    "(bucket file name and _partition_path/_bucket statistics); was it "
+                    "written by another tool?"
+                )
+            files.append(
+                DataFile(
+                    path=row["path"],
+                    size=row["size_bytes"],
+                    num_records=row["num_records"],
+                    partition_path=pp_min,
+                    bucket=bucket,
+                    file_id=name.file_id,
+                )
+            )
+        return files
+
+    def files_by_group(self) -> dict[Group, list[DataFile]]:
+        groups: dict[Group, list[DataFile]] = defaultdict(list)
+        for f in self.files():
+            groups[(f.partition_path, f.bucket)].append(f)
+        return dict(groups)
+
+
+def open_table(uri: str, storage_options: dict[str, str] | None = None) -> TableSnapshot | None:
+    """The table's latest snapshot, or None when no Delta table exists there yet."""
+    try:
+        return TableSnapshot(uri, DeltaTable(uri, storage_options=storage_options))
+    except TableNotFoundError:
+        return None

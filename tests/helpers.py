@@ -1,0 +1,47 @@
+"""Small builders for tests: specs on disk, input batches, tables read back with delta-rs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+from deltalake import DeltaTable
+
+
+def write_spec(directory: Path, target: dict[str, Any], name: str = "t", **extra: Any) -> Path:
+    """A spec reading parquet from <directory>/in into <directory>/table."""
+    spec = {
+        "name": name,
+        "sources": [{"name": "src", "format": "parquet", "path": "in"}],
+        "target": {"path": "table", **target},
+        **extra,
+    }
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def write_batch(directory: Path, frame: pd.DataFrame, schema: pa.Schema | None = None) -> None:
+    """Replace the input of the next run with this frame."""
+    inp = directory / "in"
+    inp.mkdir(exist_ok=True)
+    for old in inp.glob("*.parquet"):
+        old.unlink()
+    table = pa.Table.from_pandas(frame, schema=schema, preserve_index=False)
+    pq.write_table(table, inp / "batch.parquet")
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    return DeltaTable(str(path)).to_pyarrow_table().to_pandas()
+
+
+def log_actions(table: Path, version: int) -> list[dict]:
+    """The add/remove actions of one commit, straight from the Delta log JSON."""
+    import json
+
+    log = table / "_delta_log" / f"{version:020d}.json"
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
