@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from runner import __version__
-from runner.errors import RunnerError, UserError
+from runner.errors import InvalidSpecError, RunnerError, UserError
 
 
 class _DefaultToRun(click.Group):
@@ -48,7 +48,9 @@ def cli(ctx: click.Context, debug: bool, log_format: str) -> None:
     """
     from runner import logs
 
-    logs.configure("debug" if debug else "info", None if log_format == "auto" else log_format == "json")
+    logs.configure(
+        "debug" if debug else "info", None if log_format == "auto" else log_format == "json"
+    )
     ctx.obj = {"debug": debug}
 
 
@@ -94,6 +96,16 @@ def run(spec: str, summary_json: str | None) -> None:
         Path(summary_json).write_text(json.dumps(summary.to_dict(), indent=2) + "\n")
 
 
+@cli.command()
+@click.option("--markdown", is_flag=True, help="Print the spec reference (docs/spec.md) instead.")
+def schema(markdown: bool) -> None:
+    """Print the pipeline spec's JSON Schema, for editors and CI checks."""
+    from runner.spec import schema_path
+    from runner.spec.docs import spec_reference
+
+    click.echo(spec_reference() if markdown else schema_path().read_text(), nl=False)
+
+
 def main() -> None:
     debug = "--debug" in sys.argv[1:]
     try:
@@ -107,12 +119,16 @@ def main() -> None:
     except RunnerError as exc:
         if debug:
             traceback.print_exc()
-        prefix = "error" if isinstance(exc, UserError) else "failed"
-        click.echo(f"{prefix}: {exc}", err=True)
+        if isinstance(exc, InvalidSpecError):
+            click.echo(str(exc), err=True)  # already FILE:LINE:COL: field: message lines
+        else:
+            click.echo(f"{'error' if isinstance(exc, UserError) else 'failed'}: {exc}", err=True)
         sys.exit(exc.exit_code)
     except Exception as exc:
         if debug:
             traceback.print_exc()
         else:
-            click.echo(f"failed: {type(exc).__name__}: {exc} (run with --debug for details)", err=True)
+            click.echo(
+                f"failed: {type(exc).__name__}: {exc} (run with --debug for details)", err=True
+            )
         sys.exit(1)

@@ -28,7 +28,10 @@ class SpecProblem:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.column}: {self.field or '<root>'}: {self.message}"
+        where = f"{self.file}:{self.line}:{self.column}"
+        return (
+            f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        )
 
 
 class InvalidSpecError(UserError):

@@ -45,3 +45,9 @@ def log_actions(table: Path, version: int) -> list[dict]:
 
     log = table / "_delta_log" / f"{version:020d}.json"
     return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+def live_paths(table: Path) -> set[str]:
+    """Relative paths of the table's live files, as the Delta log names them."""
+    actions = pa.table(DeltaTable(str(table)).get_add_actions(flatten=True))
+    return set(actions.column("path").to_pylist())

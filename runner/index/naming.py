@@ -1,6 +1,6 @@
 """Data file names (Hudi RFC-29): the bucket id leads the file id, so no mapping is stored.
 
-    <partition path>/<bucket:08d>-<uuid tail>-0_<task>-<stage>-<attempt>_<instant>.parquet
+<partition path>/<bucket:08d>-<uuid tail>-0_<task>-<stage>-<attempt>_<instant>.parquet
 """
 
 from __future__ import annotations

@@ -24,7 +24,6 @@ SEQ = "_seq"  # input order, for ties
 DELETE = "_delete"
 
 
-
 def _incoming() -> Column:
     return F.col(SRC) == 1
 
@@ -90,7 +89,10 @@ def _upsert_actions(df: DataFrame, target: Target) -> DataFrame:
     action = (
         F.when(_incoming() & (F.col("_rank") > 1), "duplicate")
         .when(_incoming() & ~F.col("_wins"), "stale")
-        .when(_incoming() & F.col(DELETE), F.when(F.col("_has_stored"), "delete_hit").otherwise("delete_missing"))
+        .when(
+            _incoming() & F.col(DELETE),
+            F.when(F.col("_has_stored"), "delete_hit").otherwise("delete_missing"),
+        )
         .when(_incoming(), F.when(F.col("_has_stored"), "update").otherwise("insert"))
         .when(F.col("_key_deleted"), "deleted")
         .when(F.col("_key_won"), "replaced")

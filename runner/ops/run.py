@@ -53,8 +53,14 @@ def run_pipeline(
     target = spec.target
     stages = Stages()
     summary = RunSummary(spec.name, run_id, target.path, target.operation, new_instant())
-    log.info("run_started", pipeline=spec.name, spec=spec.file, table=target.path,
-             operation=target.operation, instant=summary.instant)
+    log.info(
+        "run_started",
+        pipeline=spec.name,
+        spec=spec.file,
+        table=target.path,
+        operation=target.operation,
+        instant=summary.instant,
+    )
 
     snapshot = open_table(target.path)
     if snapshot is not None:
@@ -111,8 +117,10 @@ def _without_meta_columns(batch: DataFrame) -> DataFrame:
 
 def _check_operation_fields(schema: StructType, target: Target) -> None:
     names = schema.fieldNames()
-    if target.precombine_field and target.operation != "delete" and (
-        target.precombine_field not in names
+    if (
+        target.precombine_field
+        and target.operation != "delete"
+        and (target.precombine_field not in names)
     ):
         raise UserError(
             f"precombine_field '{target.precombine_field}' is not in the input; "
@@ -146,12 +154,7 @@ def _plan_schema(
 
 def _touched_groups(keyed: DataFrame) -> dict[Group, int]:
     """Rows per (partition path, bucket) of the batch: metadata-sized, fine on the driver."""
-    rows = (
-        keyed.where(F.col(KEY_ERROR).isNull())
-        .groupBy(PARTITION_PATH, BUCKET)
-        .count()
-        .collect()
-    )
+    rows = keyed.where(F.col(KEY_ERROR).isNull()).groupBy(PARTITION_PATH, BUCKET).count().collect()
     return {(r[PARTITION_PATH], r[BUCKET]): r["count"] for r in rows}
 
 
@@ -224,7 +227,14 @@ def _commit(
     removed = [f for r in changed for f in stored_files.get((r.partition_path, r.bucket), [])]
     for action, field in zip(
         COUNTED_ACTIONS,
-        ("inserted", "updated", "deleted", "duplicates_dropped", "stale_skipped", "deletes_missing"),
+        (
+            "inserted",
+            "updated",
+            "deleted",
+            "duplicates_dropped",
+            "stale_skipped",
+            "deletes_missing",
+        ),
         strict=True,
     ):
         setattr(summary, field, sum(getattr(r, action) for r in results))
@@ -258,8 +268,12 @@ def _commit(
         "bytes_written": summary.bytes_written,
     }
     summary.version = commit_files(snapshot, plan.file_schema, new_files, removed, metadata)
-    log.info("commit_done", version=summary.version, files_added=summary.files_added,
-             files_removed=summary.files_removed)
+    log.info(
+        "commit_done",
+        version=summary.version,
+        files_added=summary.files_added,
+        files_removed=summary.files_removed,
+    )
 
 
 def _remove_uncommitted(table_uri: str, files: list[NewFile]) -> None:

@@ -20,9 +20,7 @@ class Stages:
         try:
             yield
         finally:
-            self.seconds[name] = round(
-                self.seconds.get(name, 0.0) + time.perf_counter() - start, 3
-            )
+            self.seconds[name] = round(self.seconds.get(name, 0.0) + time.perf_counter() - start, 3)
 
 
 @dataclass
@@ -63,7 +61,8 @@ class RunSummary:
             f"{self.pipeline}: {self.operation} {head} of {self.table}",
             f"  instant      {self.instant}   run {self.run_id}",
             f"  rows read    {self.rows_read:,}",
-            f"  inserted     {self.inserted:,}   updated {self.updated:,}   deleted {self.deleted:,}",
+            f"  inserted     {self.inserted:,}   updated {self.updated:,}   "
+            f"deleted {self.deleted:,}",
             f"  dropped      {self.duplicates_dropped:,} duplicates in the batch, "
             f"{self.stale_skipped:,} older than stored, {self.deletes_missing:,} deletes of "
             "missing keys",

@@ -19,7 +19,9 @@ def read_source(spark: SparkSession, source: Source) -> DataFrame:
         try:
             reader = reader.schema(source.schema)
         except (ParseException, AnalysisException) as exc:
-            raise UserError(f"source '{source.name}': schema is not valid DDL: {_first_line(exc)}")
+            raise UserError(
+                f"source '{source.name}': schema is not valid DDL: {_first_line(exc)}"
+            ) from exc
     try:
         return reader.load(source.path)
     except AnalysisException as exc:

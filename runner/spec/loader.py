@@ -138,7 +138,9 @@ def _schema_problems(doc: _Located, file: str) -> list[SpecProblem]:
                 if missing not in err.instance:
                     line, col = doc.mark(path)
                     problems.append(
-                        SpecProblem(file, line, col, dotted((*path, missing)), "required key missing")
+                        SpecProblem(
+                            file, line, col, dotted((*path, missing)), "required key missing"
+                        )
                     )
             continue
         line, col = doc.mark(path)
@@ -194,7 +196,10 @@ def _semantic_problems(doc: _Located, file: str) -> list[SpecProblem]:
     names: dict[str, int] = {}
     for i, src in enumerate(data["sources"]):
         if src["name"] in names:
-            problem(("sources", i, "name"), f"duplicate source name (also sources[{names[src['name']]}])")
+            problem(
+                ("sources", i, "name"),
+                f"duplicate source name (also sources[{names[src['name']]}])",
+            )
         names.setdefault(src["name"], i)
     if len(data["sources"]) > 1 and "transform" not in data:
         problem(("sources",), "several sources need a transform.sql that combines them")
@@ -217,13 +222,14 @@ def _semantic_problems(doc: _Located, file: str) -> list[SpecProblem]:
         if len(partition_fields) != 1:
             problem(
                 (*kg_path, "partition_fields"),
-                f"key generator SIMPLE takes exactly one partition field, got {len(partition_fields)}"
-                "; use COMPLEX for several, NON_PARTITIONED for none",
+                "key generator SIMPLE takes exactly one partition field, got "
+                f"{len(partition_fields)}; use COMPLEX for several, NON_PARTITIONED for none",
             )
     if kg_type == "NON_PARTITIONED" and partition_fields:
         problem(
             (*kg_path, "partition_fields"),
-            "NON_PARTITIONED writes no partition path; remove partition_fields or use SIMPLE/COMPLEX",
+            "NON_PARTITIONED writes no partition path; "
+            "remove partition_fields or use SIMPLE or COMPLEX",
         )
 
     index = target["index"]

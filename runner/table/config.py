@@ -58,7 +58,8 @@ def check_table_settings(spec_path: str, target: Target, stored: Mapping[str, st
         if have is not None and have != value:
             name = key.removeprefix(PREFIX)
             lines.append(
-                f"  {name}: table has {have!r}, spec {spec_path} has {value!r} -> {_fix_for(key, have)}"
+                f"  {name}: table has {have!r}, spec {spec_path} has {value!r} -> "
+                + _fix_for(key, have)
             )
     if lines:
         raise TableMismatchError(

@@ -115,9 +115,7 @@ class WriteJob:
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
-        token = (
-            f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.attemptNumber()}" if ctx else "0-0-0"
-        )
+        token = f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.attemptNumber()}" if ctx else "0-0-0"
         fs, root = pafs.FileSystem.from_uri(self.table_uri)
         seqno = _SeqNo(self.instant, ctx.partitionId() if ctx else 0)
         current: _GroupWriter | None = None

@@ -115,14 +115,20 @@ def test_random_sequence_matches_pandas_reference(spark, tmp_path):
 
 def test_upsert_counts_and_merge_modes(spark, tmp_path):
     spec = write_spec(tmp_path, _target("upsert"))
-    write_batch(tmp_path, pd.DataFrame({"id": [1, 2, 2], "city": ["ams"] * 3, "ts": [5, 1, 3],
-                                        "amount": [1.0, 2.0, 3.0]}))
+    write_batch(
+        tmp_path,
+        pd.DataFrame(
+            {"id": [1, 2, 2], "city": ["ams"] * 3, "ts": [5, 1, 3], "amount": [1.0, 2.0, 3.0]}
+        ),
+    )
     first = run_pipeline(load_spec(spec), spark=spark)
     assert (first.inserted, first.updated, first.duplicates_dropped) == (2, 0, 1)
 
     # id 1 arrives older than stored: event_time keeps the stored row
-    write_batch(tmp_path, pd.DataFrame({"id": [1, 2], "city": ["ams"] * 2, "ts": [4, 3],
-                                        "amount": [10.0, 20.0]}))
+    write_batch(
+        tmp_path,
+        pd.DataFrame({"id": [1, 2], "city": ["ams"] * 2, "ts": [4, 3], "amount": [10.0, 20.0]}),
+    )
     second = run_pipeline(load_spec(spec), spark=spark)
     assert (second.inserted, second.updated, second.stale_skipped) == (0, 1, 1)
     table = read_table(tmp_path / "table").set_index("id")
@@ -138,12 +144,18 @@ def test_upsert_counts_and_merge_modes(spark, tmp_path):
 
 def test_insert_filter_dupes_drops_batch_and_stored_duplicates(spark, tmp_path):
     spec = write_spec(tmp_path, _target("insert"))
-    write_batch(tmp_path, pd.DataFrame({"id": [1, 2], "city": ["ams"] * 2, "ts": [1, 1],
-                                        "amount": [1.0, 2.0]}))
+    write_batch(
+        tmp_path,
+        pd.DataFrame({"id": [1, 2], "city": ["ams"] * 2, "ts": [1, 1], "amount": [1.0, 2.0]}),
+    )
     run_pipeline(load_spec(spec), spark=spark)
     spec = write_spec(tmp_path, _target("insert", filter_dupes=True))
-    write_batch(tmp_path, pd.DataFrame({"id": [2, 3, 3], "city": ["ams"] * 3, "ts": [1, 1, 2],
-                                        "amount": [5.0, 6.0, 7.0]}))
+    write_batch(
+        tmp_path,
+        pd.DataFrame(
+            {"id": [2, 3, 3], "city": ["ams"] * 3, "ts": [1, 1, 2], "amount": [5.0, 6.0, 7.0]}
+        ),
+    )
     summary = run_pipeline(load_spec(spec), spark=spark)
     assert (summary.inserted, summary.duplicates_dropped) == (1, 2)
     table = read_table(tmp_path / "table")
@@ -153,8 +165,10 @@ def test_insert_filter_dupes_drops_batch_and_stored_duplicates(spark, tmp_path):
 
 def test_delete_counts_missing_keys(spark, tmp_path):
     spec = write_spec(tmp_path, _target("bulk_insert"))
-    write_batch(tmp_path, pd.DataFrame({"id": [1, 2, 3], "city": ["ams"] * 3, "ts": [1] * 3,
-                                        "amount": [1.0] * 3}))
+    write_batch(
+        tmp_path,
+        pd.DataFrame({"id": [1, 2, 3], "city": ["ams"] * 3, "ts": [1] * 3, "amount": [1.0] * 3}),
+    )
     run_pipeline(load_spec(spec), spark=spark)
     target = {k: v for k, v in _target("delete").items() if k != "precombine_field"}
     spec = write_spec(tmp_path, target)
@@ -167,13 +181,17 @@ def test_delete_counts_missing_keys(spark, tmp_path):
 @pytest.mark.parametrize("operation", ["upsert", "insert"])
 def test_unchanged_buckets_are_not_rewritten(spark, tmp_path, operation):
     spec = write_spec(tmp_path, _target(operation))
-    write_batch(tmp_path, pd.DataFrame({"id": range(40), "city": ["ams"] * 40, "ts": [1] * 40,
-                                        "amount": [1.0] * 40}))
+    write_batch(
+        tmp_path,
+        pd.DataFrame({"id": range(40), "city": ["ams"] * 40, "ts": [1] * 40, "amount": [1.0] * 40}),
+    )
     first = run_pipeline(load_spec(spec), spark=spark)
     assert first.buckets_touched == 4
     if operation == "upsert":
         # every row arrives older than stored: nothing changes, nothing is committed
-        write_batch(tmp_path, pd.DataFrame({"id": [0, 1], "city": ["ams"] * 2, "ts": [0, 0],
-                                            "amount": [5.0, 5.0]}))
+        write_batch(
+            tmp_path,
+            pd.DataFrame({"id": [0, 1], "city": ["ams"] * 2, "ts": [0, 0], "amount": [5.0, 5.0]}),
+        )
         again = run_pipeline(load_spec(spec), spark=spark)
         assert again.version is None and again.stale_skipped == 2 and again.files_added == 0

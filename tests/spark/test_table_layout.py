@@ -1,0 +1,192 @@
+"""The table on disk: file names, bucket function, per-bucket commits, failures, refusals."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+from runner.errors import BadRecordsError, SchemaChangeError, TableMismatchError, UserError
+from runner.faults import InjectedFault
+from runner.index.naming import FILE_NAME_RE
+from runner.ops.run import run_pipeline
+from runner.spec import load_spec
+from tests.helpers import live_paths, log_actions, read_table, write_batch, write_spec
+from tests.reference import bucket_of
+
+BUCKETS = 8
+
+
+def _target(**extra) -> dict:
+    return {
+        "operation": "upsert",
+        "record_key": ["id", "kind"],
+        "precombine_field": "ts",
+        "key_generator": {
+            "type": "COMPLEX",
+            "partition_fields": ["country", "day"],
+            "hive_style_partitioning": True,
+        },
+        "index": {"buckets": BUCKETS, "hash_fields": ["id"]},
+        **extra,
+    }
+
+
+def _batch(ids, country="nl", day="2026-01-01", ts=1) -> pd.DataFrame:
+    ids = list(ids)
+    return pd.DataFrame(
+        {
+            "id": ids,
+            "kind": ["a"] * len(ids),
+            "country": [country] * len(ids),
+            "day": [day] * len(ids),
+            "ts": [ts] * len(ids),
+            "v": [float(i) for i in ids],
+        }
+    )
+
+
+@pytest.fixture
+def loaded(spark, tmp_path):
+    """A table with two partitions of 200 rows each."""
+    spec = write_spec(tmp_path, _target())
+    write_batch(tmp_path, pd.concat([_batch(range(200)), _batch(range(200), country="us")]))
+    run_pipeline(load_spec(spec), spark=spark)
+    return spec
+
+
+def test_every_file_follows_the_layout_and_the_bucket_function(loaded, tmp_path):
+    table = DeltaTable(str(tmp_path / "table"))
+    paths = table.file_uris()
+    assert len(paths) == 2 * BUCKETS
+    for uri in paths:
+        directory, name = uri.rsplit("/", 1)
+        match = FILE_NAME_RE.match(name)
+        assert match, name
+        rows = pq.read_table(uri.removeprefix("file://")).to_pandas()
+        assert list(rows.columns[:5]) == [
+            "_commit_time",
+            "_commit_seqno",
+            "_record_key",
+            "_partition_path",
+            "_bucket",
+        ]
+        assert set(rows["_bucket"]) == {int(match["bucket"])}
+        assert len(set(rows["_partition_path"])) == 1
+        partition = rows["_partition_path"].iloc[0]
+        assert directory.endswith("/" + partition)
+        assert partition == f"country={rows['country'].iloc[0]}/day={rows['day'].iloc[0]}"
+        for row in rows.itertuples():
+            assert row._3 == f"id:{row.id},kind:{row.kind}"  # _record_key, COMPLEX encoding
+            assert row._5 == bucket_of((str(row.id),), BUCKETS)
+        assert list(rows["_record_key"]) == sorted(rows["_record_key"])
+
+
+def test_a_batch_touching_k_buckets_replaces_exactly_those(spark, loaded, tmp_path):
+    ids = [3, 17, 40]  # only in partition nl
+    touched = {bucket_of((str(i),), BUCKETS) for i in ids}
+    before = live_paths(tmp_path / "table")
+    write_batch(tmp_path, _batch(ids, ts=2))
+    summary = run_pipeline(load_spec(loaded), spark=spark)
+    assert summary.buckets_touched == len(touched) and summary.updated == 3
+
+    actions = log_actions(tmp_path / "table", summary.version)
+    added = [a["add"]["path"] for a in actions if "add" in a]
+    removed = [a["remove"]["path"] for a in actions if "remove" in a]
+    assert len(added) == len(removed) == len(touched)
+    for path in added + removed:
+        assert path.startswith("country=nl/day=2026-01-01/")
+        assert int(path.rsplit("/", 1)[1][:8]) in touched
+    # a bucket keeps its file group id across versions, with a new instant
+    assert sorted(p.rsplit("/", 1)[1][:38] for p in added) == sorted(
+        p.rsplit("/", 1)[1][:38] for p in removed
+    )
+    assert set(removed) <= before
+    assert live_paths(tmp_path / "table") == (before - set(removed)) | set(added)
+
+
+def test_a_run_failing_before_its_commit_changes_nothing(spark, loaded, tmp_path, monkeypatch):
+    table_dir = tmp_path / "table"
+    version = DeltaTable(str(table_dir)).version()
+    content = read_table(table_dir).sort_values(["country", "id"]).reset_index(drop=True)
+    files_on_disk = set(table_dir.rglob("*.parquet"))
+    write_batch(tmp_path, _batch(range(50), ts=9))
+    monkeypatch.setenv("RUNNER_FAULT", "before_commit")
+    with pytest.raises(InjectedFault):
+        run_pipeline(load_spec(loaded), spark=spark)
+    assert DeltaTable(str(table_dir)).version() == version
+    after = read_table(table_dir).sort_values(["country", "id"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(after, content)
+    assert set(table_dir.rglob("*.parquet")) == files_on_disk  # its own files were removed
+
+
+def test_a_spec_that_disagrees_with_the_table_is_refused(spark, loaded, tmp_path):
+    spec = write_spec(
+        tmp_path, _target(index={"buckets": 16, "hash_fields": ["id", "kind"]}), name="other"
+    )
+    with pytest.raises(TableMismatchError) as err:
+        run_pipeline(load_spec(spec), spark=spark)
+    message = str(err.value)
+    assert "index.buckets: table has '8'" in message and "'16'" in message
+    assert "index.hash.fields: table has 'id'" in message
+    assert "bucket expansion" in message
+
+
+def test_null_record_keys_stop_the_run_with_samples(spark, tmp_path):
+    spec = write_spec(
+        tmp_path,
+        {
+            "operation": "upsert",
+            "record_key": "id",
+            "precombine_field": "ts",
+            "key_generator": {"partition_fields": "country"},
+            "index": {"buckets": 2},
+        },
+    )
+    frame = pd.DataFrame({"id": ["a", None, "", "b"], "country": ["nl"] * 4, "ts": [1] * 4})
+    write_batch(tmp_path, frame)
+    with pytest.raises(BadRecordsError) as err:
+        run_pipeline(load_spec(spec), spark=spark)
+    message = str(err.value)
+    assert message.startswith("2 record(s) cannot be keyed; nothing was written")
+    assert 'recordKey value: "null" for field: "id" cannot be null or empty.' in message
+    assert 'recordKey value: "" for field: "id"' in message
+    assert not (tmp_path / "table").exists()
+
+
+def test_bulk_insert_refuses_partitions_that_hold_data(spark, loaded, tmp_path):
+    spec = write_spec(tmp_path, {**_target(operation="bulk_insert")}, name="bulk")
+    write_batch(tmp_path, _batch([1000], country="us"))
+    with pytest.raises(UserError, match="use operation insert or upsert"):
+        run_pipeline(load_spec(spec), spark=spark)
+    write_batch(tmp_path, _batch([1000], country="de"))  # a new partition is fine
+    assert run_pipeline(load_spec(spec), spark=spark).inserted == 1
+
+
+def test_schema_new_column_added_dropped_or_changed_refused(spark, loaded, tmp_path):
+    write_batch(tmp_path, _batch([1, 500], ts=5).assign(note=["x", "y"]))
+    summary = run_pipeline(load_spec(loaded), spark=spark)
+    assert summary.columns_added == ["note"]
+    table = read_table(tmp_path / "table").set_index(["country", "id"])
+    assert table.loc[("nl", 1), "note"] == "x" and table.loc[("nl", 500), "note"] == "y"
+    assert pd.isna(table.loc[("nl", 2), "note"]) and pd.isna(table.loc[("us", 1), "note"])
+
+    write_batch(tmp_path, _batch([1], ts=6).drop(columns="v").assign(note="z"))
+    with pytest.raises(SchemaChangeError, match="lacks column"):
+        run_pipeline(load_spec(loaded), spark=spark)
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("kind", pa.string()),
+            ("country", pa.string()),
+            ("day", pa.string()),
+            ("ts", pa.int64()),
+            ("v", pa.string()),
+            ("note", pa.string()),
+        ]
+    )
+    write_batch(tmp_path, _batch([1], ts=6).assign(v="1", note="z"), schema=schema)
+    with pytest.raises(SchemaChangeError, match="v: table"):
+        run_pipeline(load_spec(loaded), spark=spark)

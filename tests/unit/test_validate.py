@@ -1,0 +1,153 @@
+"""`runner validate`: every problem as FILE:LINE:COL: field.path: message, exit 2; no JVM."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from runner.cli import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+GOOD = """\
+name: trips
+sources:
+  - name: trips
+    format: parquet
+    path: data/trips
+target:
+  path: warehouse/trips
+  operation: upsert
+  record_key: [trip_id]
+  precombine_field: ts
+  key_generator:
+    type: SIMPLE
+    partition_fields: [city]
+  index:
+    hash_fields: [trip_id]
+    buckets: 16
+"""
+
+
+def _validate(tmp_path: Path, text: str) -> tuple[int, list[str]]:
+    spec = tmp_path / "p.yaml"
+    spec.write_text(textwrap.dedent(text))
+    result = CliRunner().invoke(cli, ["validate", str(spec)])
+    lines = [line.replace(str(spec), "p.yaml") for line in result.stdout.splitlines()]
+    return result.exit_code, lines
+
+
+def test_a_valid_spec_passes(tmp_path):
+    assert _validate(tmp_path, GOOD) == (0, ["p.yaml: ok"])
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (
+            "    buckets: 16",
+            "    buckets: 0",
+            "p.yaml:16:14: target.index.buckets: must be at least 1, got 0",
+        ),
+        (
+            "    buckets: 16",
+            "    buckets: sixteen",
+            'p.yaml:16:14: target.index.buckets: expected integer, got string "sixteen"',
+        ),
+        (
+            "    buckets: 16",
+            "    buckts: 16",
+            "p.yaml:16:5: target.index.buckts: unknown key (did you mean 'buckets'?)",
+        ),
+        (
+            "    format: parquet",
+            "    format: parqet",
+            'p.yaml:4:13: sources[0].format: "parqet" is not one of: parquet, csv, json, orc '
+            "(did you mean 'parquet'?)",
+        ),
+        (
+            "    hash_fields: [trip_id]",
+            "    hash_fields: [trip_id, city]",
+            "p.yaml:15:28: target.index.hash_fields[1]: hash field 'city' is not a record key "
+            "field ['trip_id']; the bucket index hashes a subset of the record key",
+        ),
+        (
+            "  path: warehouse/trips\n",
+            "",
+            "p.yaml:7:3: target.path: required key missing",
+        ),
+        (
+            "  precombine_field: ts\n",
+            "",
+            "p.yaml:7:3: target.precombine_field: upsert with merge_mode event_time needs a "
+            "precombine_field to order records; set one, or set merge_mode: commit_time "
+            "(the latest write wins)",
+        ),
+        (
+            "  record_key: [trip_id]",
+            "  record_key: [trip_id, day]",
+            "p.yaml:9:15: target.record_key: key generator SIMPLE takes one record key field, "
+            "got 2; use type: COMPLEX for several",
+        ),
+        (
+            "sources:\n",
+            "description: a\ndescription: b\nsources:\n",
+            "p.yaml:3:1: description: duplicate key: YAML keeps only the last one; "
+            "remove one of them",
+        ),
+        (
+            "  index:",
+            "  index: [",
+            "p.yaml:16:5: not valid YAML: expected ',' or ']', but got '<scalar>'",
+        ),
+    ],
+)
+def test_each_problem_is_located_and_exits_2(tmp_path, old, new, expected):
+    assert old in GOOD
+    code, lines = _validate(tmp_path, GOOD.replace(old, new))
+    assert code == 2
+    assert expected in lines, lines
+
+
+def test_all_problems_are_reported_at_once(tmp_path):
+    text = GOOD.replace("buckets: 16", "buckets: 0").replace("format: parquet", "format: avro")
+    code, lines = _validate(tmp_path, text)
+    assert code == 2 and len(lines) == 2
+    assert lines[0].startswith("p.yaml:4:13: sources[0].format:")
+    assert lines[1].startswith("p.yaml:16:14: target.index.buckets:")
+
+
+def test_many_files_one_bad(tmp_path):
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text(GOOD)
+    bad.write_text(GOOD.replace("operation: upsert", "operation: merge"))
+    result = CliRunner().invoke(cli, ["validate", str(good), str(bad)])
+    assert result.exit_code == 2
+    assert f"{good}: ok" in result.stdout
+    assert f"{bad}:8:14: target.operation:" in result.stdout
+    assert "1 of 2 spec(s) invalid" in result.stderr
+
+
+def test_bundled_pipelines_are_valid():
+    specs = sorted(str(p) for p in (ROOT / "pipelines").glob("*.yaml"))
+    assert specs
+    result = CliRunner().invoke(cli, ["validate", *specs])
+    assert result.exit_code == 0, result.stdout
+
+
+def test_validate_starts_no_jvm(tmp_path):
+    spec = tmp_path / "p.yaml"
+    spec.write_text(GOOD)
+    code = (
+        "import sys; from runner.cli import main; sys.argv = ['runner', 'validate', "
+        f"{str(spec)!r}]\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+        "assert 'pyspark' not in sys.modules, 'validate imported pyspark'"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "ok" in done.stdout
