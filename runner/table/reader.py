@@ -10,8 +10,15 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from runner.table.snapshot import TableSnapshot, open_table
 
 
-def _absolute(uri: str, rel: str) -> str:
-    return f"{uri.rstrip('/')}/{rel}"
+_GLOB_CHARS = "\\[]{}*?"
+
+
+def _hadoop_path(uri: str, rel: str) -> str:
+    """An exact file path for Spark: Hadoop would read [ ] { } * ? in a path as a glob."""
+    path = f"{uri.rstrip('/')}/{rel}"
+    for ch in _GLOB_CHARS:
+        path = path.replace(ch, "\\" + ch)
+    return path
 
 
 def read_files(spark: SparkSession, snapshot: TableSnapshot, paths: Sequence[str]) -> DataFrame:
@@ -19,7 +26,7 @@ def read_files(spark: SparkSession, snapshot: TableSnapshot, paths: Sequence[str
     schema = from_arrow_schema(snapshot.arrow_schema())
     if not paths:
         return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*[_absolute(snapshot.uri, p) for p in paths])
+    return spark.read.schema(schema).parquet(*[_hadoop_path(snapshot.uri, p) for p in paths])
 
 
 def read_table(spark: SparkSession, uri: str) -> DataFrame:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 import pyarrow as pa
 from deltalake import DeltaTable
@@ -17,7 +18,7 @@ Group = tuple[str, int]  # (partition path, bucket)
 
 @dataclass(frozen=True)
 class DataFile:
-    path: str  # relative to the table root, as in the Delta log
+    path: str  # relative to the table root, decoded (the Delta log holds it URL-encoded)
     size: int
     num_records: int
     partition_path: str
@@ -60,7 +61,7 @@ class TableSnapshot:
                 )
             files.append(
                 DataFile(
-                    path=row["path"],
+                    path=unquote(row["path"]),
                     size=row["size_bytes"],
                     num_records=row["num_records"],
                     partition_path=pp_min,

@@ -13,6 +13,7 @@ from runner.faults import InjectedFault
 from runner.index.naming import FILE_NAME_RE
 from runner.ops.run import run_pipeline
 from runner.spec import load_spec
+from runner.table.reader import read_table as spark_read_table
 from tests.helpers import live_paths, log_actions, read_table, write_batch, write_spec
 from tests.reference import bucket_of
 
@@ -190,3 +191,43 @@ def test_schema_new_column_added_dropped_or_changed_refused(spark, loaded, tmp_p
     write_batch(tmp_path, _batch([1], ts=6).assign(v="1", note="z"), schema=schema)
     with pytest.raises(SchemaChangeError, match="v: table"):
         run_pipeline(load_spec(loaded), spark=spark)
+
+
+@pytest.mark.parametrize("url_encode", [False, True])
+def test_awkward_partition_values_round_trip(spark, tmp_path, url_encode):
+    """Spaces, %, #, globs and non-ASCII in partition paths: written, re-read, updated."""
+    cities = ["new york", "a%b", "é ü", "x=y", "a:b", "q#1", "[x]", "{a,b}", "s*?", "b\\s"]
+    if url_encode:
+        cities.append("a/b")
+    target = {
+        "operation": "upsert",
+        "record_key": "id",
+        "precombine_field": "ts",
+        "key_generator": {"partition_fields": "city", "url_encode": url_encode},
+        "index": {"buckets": 2},
+    }
+    spec = write_spec(tmp_path, target)
+    for ts in (1, 2):
+        write_batch(tmp_path, pd.DataFrame({"id": range(len(cities)), "city": cities, "ts": ts}))
+        summary = run_pipeline(load_spec(spec), spark=spark)
+    assert summary.updated == len(cities) and summary.inserted == 0
+    table = read_table(tmp_path / "table").sort_values("id")
+    assert list(table["city"]) == cities and set(table["ts"]) == {2}
+    if url_encode:
+        assert "a%2Fb" in set(table["_partition_path"]) and "x%3Dy" in set(table["_partition_path"])
+    via_spark = spark_read_table(spark, str(tmp_path / "table")).toPandas().sort_values("id")
+    assert list(via_spark["city"]) == cities
+
+
+def test_a_partition_path_cannot_leave_the_table_directory(spark, tmp_path):
+    target = {
+        "operation": "upsert",
+        "record_key": "id",
+        "precombine_field": "ts",
+        "key_generator": {"partition_fields": "city"},
+        "index": {"buckets": 2},
+    }
+    spec = write_spec(tmp_path, target)
+    write_batch(tmp_path, pd.DataFrame({"id": [1, 2], "city": ["../../etc", "ok"], "ts": 1}))
+    with pytest.raises(BadRecordsError, match="leaves the table directory; set key_generator.url"):
+        run_pipeline(load_spec(spec), spark=spark)
