@@ -9,7 +9,6 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from runner.table.snapshot import TableSnapshot, open_table
 
-
 _GLOB_CHARS = "\\[]{}*?"
 
 

@@ -229,5 +229,5 @@ def test_a_partition_path_cannot_leave_the_table_directory(spark, tmp_path):
     }
     spec = write_spec(tmp_path, target)
     write_batch(tmp_path, pd.DataFrame({"id": [1, 2], "city": ["../../etc", "ok"], "ts": 1}))
-    with pytest.raises(BadRecordsError, match=r"leaves the table directory; set key_generator\.url"):
+    with pytest.raises(BadRecordsError, match=r"leaves the table directory"):
         run_pipeline(load_spec(spec), spark=spark)
