@@ -77,7 +77,9 @@ def run_pipeline(
         with stages.stage("keys"):
             groups = _touched_groups(keyed)
             summary.rows_read = sum(groups.values())
-            _fail_on_bad_records(keyed)
+            bad = groups.pop((None, None), 0)  # unkeyable rows have no partition or bucket
+            if bad:
+                _fail_on_bad_records(keyed, bad)
         stored_files = _stored_files(snapshot, groups, target)
         file_ids = {
             g: stored_files[g][0].file_id if g in stored_files else new_file_id(g[1])
@@ -154,16 +156,12 @@ def _plan_schema(
 
 def _touched_groups(keyed: DataFrame) -> dict[Group, int]:
     """Rows per (partition path, bucket) of the batch: metadata-sized, fine on the driver."""
-    rows = keyed.where(F.col(KEY_ERROR).isNull()).groupBy(PARTITION_PATH, BUCKET).count().collect()
+    rows = keyed.groupBy(PARTITION_PATH, BUCKET).count().collect()
     return {(r[PARTITION_PATH], r[BUCKET]): r["count"] for r in rows}
 
 
-def _fail_on_bad_records(keyed: DataFrame) -> None:
-    bad = keyed.where(F.col(KEY_ERROR).isNotNull())
-    samples = bad.limit(BAD_RECORD_SAMPLES).collect()
-    if not samples:
-        return
-    count = bad.count()
+def _fail_on_bad_records(keyed: DataFrame, count: int) -> None:
+    samples = keyed.where(F.col(KEY_ERROR).isNotNull()).limit(BAD_RECORD_SAMPLES).collect()
     internal = {RECORD_KEY, PARTITION_PATH, BUCKET, KEY_ERROR}
     lines = []
     for row in samples:
