@@ -57,10 +57,11 @@ def cli(ctx: click.Context, debug: bool, log_format: str) -> None:
 @cli.command()
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
 def validate(specs: tuple[str, ...]) -> None:
-    """Check pipeline specs against the schema and the semantic rules.
+    """Check specs without starting Spark.
 
-    Starts no JVM. Prints one line per problem, FILE:LINE:COL: field.path: message,
-    and exits 2 when any spec is invalid.
+    Checks each spec against the JSON Schema and the semantic rules; starts no JVM.
+    Prints one line per problem, FILE:LINE:COL: field.path: message, and exits 2 when
+    any spec is invalid.
     """
     from runner.spec import check_spec_file
 
@@ -86,7 +87,16 @@ def validate(specs: tuple[str, ...]) -> None:
     help="Also write the run summary to this file as JSON.",
 )
 def run(spec: str, summary_json: str | None) -> None:
-    """Run a pipeline: read, transform, key, bucket, write, and commit one Delta version."""
+    """Run a pipeline spec: read, transform, key, write, commit.
+
+    Reads the sources, runs the transform, builds record keys and buckets, rewrites only
+    the buckets the batch touches, and commits one Delta version. Relative paths in the
+    spec are relative to the spec file. The summary goes to stdout, logs to stderr.
+
+    \b
+    Exit codes: 0 done; 2 a problem to fix in the spec, the input or the table settings
+    (nothing was written); 1 a failure (the table is as it was before the run).
+    """
     from runner.ops.run import run_pipeline
     from runner.spec import load_spec
 
@@ -99,7 +109,7 @@ def run(spec: str, summary_json: str | None) -> None:
 @cli.command()
 @click.option("--markdown", is_flag=True, help="Print the spec reference (docs/spec.md) instead.")
 def schema(markdown: bool) -> None:
-    """Print the pipeline spec's JSON Schema, for editors and CI checks."""
+    """Print the spec's JSON Schema (for editors and CI)."""
     from runner.spec import schema_path
     from runner.spec.docs import spec_reference
 

@@ -13,7 +13,9 @@ from runner.spec.model import Target
 RECORD_KEY = "_record_key"
 PARTITION_PATH = "_partition_path"
 BUCKET = "_bucket"
-KEY_ERROR = "_key_error"
+KEY_ERROR = "__runner_key_error"
+# Internal columns of a run carry this prefix; an input column may not.
+RESERVED_PREFIX = "__runner_"
 
 # A partition path must stay inside the table directory.
 _ESCAPING_PATH_RE = r"(^/)|(^|/)\.\.?(/|$)"

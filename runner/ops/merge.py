@@ -19,9 +19,9 @@ from runner.spec.model import Target
 from runner.table.schema import SchemaPlan
 from runner.table.writer import ACTION
 
-SRC = "_src"  # 1 incoming, 0 stored
-SEQ = "_seq"  # input order, for ties
-DELETE = "_delete"
+SRC = "__runner_src"  # 1 incoming, 0 stored
+SEQ = "__runner_seq"  # input order, for ties
+DELETE = "__runner_delete"
 
 
 def _incoming() -> Column:
@@ -74,28 +74,30 @@ def _any(condition: Column) -> Column:
 
 def _upsert_actions(df: DataFrame, target: Target) -> DataFrame:
     w = _key_window()
-    df = df.withColumn("_rank", _rank(target)).withColumn("_has_stored", _any(_stored()))
-    winner = _incoming() & (F.col("_rank") == 1)
+    df = df.withColumn("__runner_rank", _rank(target)).withColumn(
+        "__runner_has_stored", _any(_stored())
+    )
+    winner = _incoming() & (F.col("__runner_rank") == 1)
     if target.merge_mode == "commit_time" or not target.precombine_field:
         wins = F.lit(True)
     else:
         pc = F.col(target.precombine_field)
         stored_pc = F.max(F.when(_stored(), pc)).over(w)
-        wins = ~F.col("_has_stored") | stored_pc.isNull() | (pc >= stored_pc)
-    df = df.withColumn("_wins", winner & F.coalesce(wins, F.lit(False)))
-    df = df.withColumn("_key_won", _any(F.col("_wins"))).withColumn(
-        "_key_deleted", _any(F.col("_wins") & F.col(DELETE))
+        wins = ~F.col("__runner_has_stored") | stored_pc.isNull() | (pc >= stored_pc)
+    df = df.withColumn("__runner_wins", winner & F.coalesce(wins, F.lit(False)))
+    df = df.withColumn("__runner_key_won", _any(F.col("__runner_wins"))).withColumn(
+        "__runner_key_deleted", _any(F.col("__runner_wins") & F.col(DELETE))
     )
     action = (
-        F.when(_incoming() & (F.col("_rank") > 1), "duplicate")
-        .when(_incoming() & ~F.col("_wins"), "stale")
+        F.when(_incoming() & (F.col("__runner_rank") > 1), "duplicate")
+        .when(_incoming() & ~F.col("__runner_wins"), "stale")
         .when(
             _incoming() & F.col(DELETE),
-            F.when(F.col("_has_stored"), "delete_hit").otherwise("delete_missing"),
+            F.when(F.col("__runner_has_stored"), "delete_hit").otherwise("delete_missing"),
         )
-        .when(_incoming(), F.when(F.col("_has_stored"), "update").otherwise("insert"))
-        .when(F.col("_key_deleted"), "deleted")
-        .when(F.col("_key_won"), "replaced")
+        .when(_incoming(), F.when(F.col("__runner_has_stored"), "update").otherwise("insert"))
+        .when(F.col("__runner_key_deleted"), "deleted")
+        .when(F.col("__runner_key_won"), "replaced")
         .otherwise("keep")
     )
     return df.withColumn(ACTION, action)
@@ -104,9 +106,13 @@ def _upsert_actions(df: DataFrame, target: Target) -> DataFrame:
 def _insert_actions(df: DataFrame, target: Target) -> DataFrame:
     if not target.filter_dupes:
         return df.withColumn(ACTION, F.when(_incoming(), "insert").otherwise("keep"))
-    df = df.withColumn("_rank", _rank(target)).withColumn("_has_stored", _any(_stored()))
+    df = df.withColumn("__runner_rank", _rank(target)).withColumn(
+        "__runner_has_stored", _any(_stored())
+    )
     action = (
-        F.when(_incoming() & ((F.col("_rank") > 1) | F.col("_has_stored")), "duplicate")
+        F.when(
+            _incoming() & ((F.col("__runner_rank") > 1) | F.col("__runner_has_stored")), "duplicate"
+        )
         .when(_incoming(), "insert")
         .otherwise("keep")
     )
@@ -114,12 +120,17 @@ def _insert_actions(df: DataFrame, target: Target) -> DataFrame:
 
 
 def _delete_actions(df: DataFrame, target: Target) -> DataFrame:
-    df = df.withColumn("_rank", _rank(target)).withColumn("_has_stored", _any(_stored()))
-    df = df.withColumn("_has_incoming", _any(_incoming()))
+    df = df.withColumn("__runner_rank", _rank(target)).withColumn(
+        "__runner_has_stored", _any(_stored())
+    )
+    df = df.withColumn("__runner_has_incoming", _any(_incoming()))
     action = (
-        F.when(_incoming() & (F.col("_rank") > 1), "delete_dup")
-        .when(_incoming(), F.when(F.col("_has_stored"), "delete_hit").otherwise("delete_missing"))
-        .when(F.col("_has_incoming"), "deleted")
+        F.when(_incoming() & (F.col("__runner_rank") > 1), "delete_dup")
+        .when(
+            _incoming(),
+            F.when(F.col("__runner_has_stored"), "delete_hit").otherwise("delete_missing"),
+        )
+        .when(F.col("__runner_has_incoming"), "deleted")
         .otherwise("keep")
     )
     return df.withColumn(ACTION, action)

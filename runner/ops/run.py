@@ -22,7 +22,14 @@ from pyspark.sql.types import BooleanType, StructType
 from runner import faults, logs
 from runner.errors import BadRecordsError, UserError
 from runner.index.naming import new_file_id
-from runner.ops.keys import BUCKET, KEY_ERROR, PARTITION_PATH, RECORD_KEY, add_key_columns
+from runner.ops.keys import (
+    BUCKET,
+    KEY_ERROR,
+    PARTITION_PATH,
+    RECORD_KEY,
+    RESERVED_PREFIX,
+    add_key_columns,
+)
 from runner.ops.merge import incoming_rows, write_frame
 from runner.ops.summary import RunSummary, Stages
 from runner.session import spark_session
@@ -71,8 +78,8 @@ def run_pipeline(
     with stages.stage("plan"):
         batch = _without_meta_columns(read_input(spark, spec))
         _check_operation_fields(batch.schema, target)
-        plan = _plan_schema(spark, batch, target, snapshot)
-        keyed = add_key_columns(batch, target).persist()
+        plan = _plan_schema(batch, target, snapshot)
+        keyed = _pinned(add_key_columns(batch, target))
     try:
         with stages.stage("keys"):
             groups = _touched_groups(keyed)
@@ -80,6 +87,12 @@ def run_pipeline(
             bad = groups.pop((None, None), 0)  # unkeyable rows have no partition or bucket
             if bad:
                 _fail_on_bad_records(keyed, bad)
+        log.info(
+            "batch_keyed",
+            rows=summary.rows_read,
+            buckets=len(groups),
+            partitions=len({pp for pp, _ in groups}),
+        )
         stored_files = _stored_files(snapshot, groups, target)
         file_ids = {
             g: stored_files[g][0].file_id if g in stored_files else new_file_id(g[1])
@@ -96,6 +109,7 @@ def run_pipeline(
         with stages.stage("write"):
             results = frame.mapInArrow(job, _result_struct()).collect()
         new_files = [NewFile(r.path, r.size, r.stats) for r in results if r.path]
+        log.info("files_written", files=len(new_files), bytes=sum(f.size for f in new_files))
         try:
             with stages.stage("commit"):
                 _commit(spec, summary, snapshot, plan, results, new_files, stored_files)
@@ -109,6 +123,19 @@ def run_pipeline(
     return summary
 
 
+def _pinned(keyed: DataFrame) -> DataFrame:
+    """The batch is read twice (bucket counts, then the write); both passes must agree.
+
+    A file source's listing is fixed when its DataFrame is created, so a deterministic plan
+    gives the same rows twice, and caching it would cost more than reading it again (about
+    3 s per million rows here). A non-deterministic plan (rand(), now(), ...) is cached.
+    """
+    if keyed._jdf.queryExecution().analyzed().deterministic():
+        return keyed
+    log.info("batch_cached", reason="the transform is not deterministic")
+    return keyed.persist()
+
+
 def _without_meta_columns(batch: DataFrame) -> DataFrame:
     """A batch read from a runner table brings meta columns; this run computes its own."""
     dropped = [c for c in batch.columns if c in META_COLUMNS]
@@ -119,6 +146,12 @@ def _without_meta_columns(batch: DataFrame) -> DataFrame:
 
 def _check_operation_fields(schema: StructType, target: Target) -> None:
     names = schema.fieldNames()
+    reserved = [n for n in names if n.startswith(RESERVED_PREFIX)]
+    if reserved:
+        raise UserError(
+            f"input column(s) {', '.join(reserved)} use the prefix {RESERVED_PREFIX!r}, which "
+            "the runner keeps for itself; rename them in the transform"
+        )
     if (
         target.precombine_field
         and target.operation != "delete"
@@ -141,9 +174,7 @@ def _check_operation_fields(schema: StructType, target: Target) -> None:
             )
 
 
-def _plan_schema(
-    spark: SparkSession, batch: DataFrame, target: Target, snapshot: TableSnapshot | None
-) -> SchemaPlan:
+def _plan_schema(batch: DataFrame, target: Target, snapshot: TableSnapshot | None) -> SchemaPlan:
     table_schema = snapshot.arrow_schema() if snapshot else None
     if target.operation == "delete":
         if table_schema is None:

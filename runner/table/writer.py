@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from runner.index.naming import data_file_name
 
-ACTION = "_action"
+ACTION = "__runner_action"
 WRITTEN_ACTIONS = ("insert", "update", "keep")
 # Counted per group; every action that is not written is one of these or a silent companion.
 COUNTED_ACTIONS = ("insert", "update", "deleted", "duplicate", "stale", "delete_missing")
@@ -145,8 +145,8 @@ class _SeqNo:
 
     def take(self, n: int) -> pa.Array:
         start, self.next = self.next, self.next + n
-        prefix = f"{self.instant}_{self.partition}_"
-        return pa.array([f"{prefix}{i}" for i in range(start, start + n)], pa.string())
+        counter = pc.cast(pa.array(range(start, start + n), pa.int64()), pa.string())
+        return pc.binary_join_element_wise(f"{self.instant}_{self.partition}_", counter, "")
 
 
 def _split_groups(table: pa.Table) -> Iterator[tuple[tuple[str, int], pa.Table]]:

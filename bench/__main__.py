@@ -1,0 +1,90 @@
+"""Benchmarks: `python -m bench` (or `./dev bench`). Prints a markdown table, writes JSON.
+
+Timings are medians over --repeats runs in one process (one Spark session); ratios compare
+systems measured in the same run. Every scenario checks its result before it is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def validate_seconds(repeats: int) -> float:
+    """Wall time of `runner validate` on the bundled specs, a whole process each time."""
+    specs = [str(p) for p in sorted((ROOT / "pipelines").glob("*.yaml"))]
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "runner", "validate", *specs], check=True, capture_output=True
+        )
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def render(results: list[dict]) -> str:
+    lines = ["| scenario | runner (s) | peer | peer (s) | peer / runner |", "|---|---|---|---|---|"]
+    for r in results:
+        for peer, seconds in r["peers"].items():
+            lines.append(
+                f"| {r['scenario']} | {r['runner_s']:.2f} | {peer} | {seconds:.2f} | "
+                f"{seconds / r['runner_s']:.2f} |"
+            )
+        for system, size in r.get("bytes_written", {}).items():
+            lines.append(f"| ↳ bytes written | | {system} | {size / 2**20:.1f} MiB | |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--rows", type=int, default=200_000, help="table size (default 200000)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per system (median)")
+    parser.add_argument("--buckets", type=int, default=16)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/write.json"))
+    args = parser.parse_args()
+
+    from bench.write import run_write_benchmarks
+    from runner import logs
+    from runner.session import spark_session
+    from runner.spec.model import SparkSettings
+
+    logs.configure("warning")
+    spark = spark_session(
+        SparkSettings(master="local[2]", conf={"spark.ui.enabled": "false"}), "bench", False
+    )
+    with tempfile.TemporaryDirectory(prefix="runner-bench-") as tmp:
+        results = run_write_benchmarks(spark, Path(tmp), args.rows, args.repeats, args.buckets)
+    results.append(
+        {
+            "scenario": "runner validate (2 specs, whole process)",
+            "runner_s": validate_seconds(args.repeats),
+            "peers": {},
+        }
+    )
+    spark.stop()
+    print(render(results))
+    print(f"\nvalidate: {results[-1]['runner_s']:.2f} s per call")
+    meta = {
+        "rows": args.rows,
+        "repeats": args.repeats,
+        "buckets": args.buckets,
+        "machine": f"{platform.machine()}, {platform.system()}",
+        "python": platform.python_version(),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"meta": meta, "results": results}, indent=2))
+    print(f"results: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
