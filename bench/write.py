@@ -150,7 +150,8 @@ def run_write_benchmarks(spark, work: Path, rows: int, repeats: int, buckets: in
 
     def delta_merge() -> None:
         table = DeltaTable(str(work / "delta_merge"))
-        metrics = (
+        before = _live_files(table)
+        (
             table.merge(
                 batch,
                 predicate="t.id = s.id AND t.city = s.city",
@@ -161,7 +162,9 @@ def run_write_benchmarks(spark, work: Path, rows: int, repeats: int, buckets: in
             .when_not_matched_insert_all()
             .execute()
         )
-        written["delta-rs merge"] = metrics.get("num_target_bytes_added", 0) or 0
+        table.update_incremental()
+        after = _live_files(table)
+        written["delta-rs merge"] = sum(size for path, size in after.items() if path not in before)
 
     t_merge = timed(repeats, lambda: _fresh_copy(delta_base, work / "delta_merge"), delta_merge)
     assert checksum(DeltaTable(str(work / "delta_merge")).to_pyarrow_table()) == expected_after
@@ -189,6 +192,11 @@ def run_write_benchmarks(spark, work: Path, rows: int, repeats: int, buckets: in
         }
     )
     return results
+
+
+def _live_files(table: DeltaTable) -> dict[str, int]:
+    actions = pa.table(table.get_add_actions(flatten=True))
+    return dict(zip(actions["path"].to_pylist(), actions["size_bytes"].to_pylist(), strict=True))
 
 
 def _fresh_copy(src: Path, dst: Path) -> None:

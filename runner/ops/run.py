@@ -30,14 +30,13 @@ from runner.ops.keys import (
     RESERVED_PREFIX,
     add_key_columns,
 )
-from runner.ops.merge import incoming_rows, write_frame
+from runner.ops.merge import incoming_rows, merge_settings, write_frame
 from runner.ops.summary import RunSummary, Stages
 from runner.session import spark_session
 from runner.sources import read_input
 from runner.spec.model import PipelineSpec, Target
 from runner.table.commit import NewFile, add_columns, commit_files, create_table
 from runner.table.config import check_table_settings, table_settings
-from runner.table.reader import read_files
 from runner.table.schema import META_COLUMNS, SchemaPlan, plan_schema
 from runner.table.snapshot import DataFile, Group, TableSnapshot, open_table
 from runner.table.writer import COUNTED_ACTIONS, RESULT_SCHEMA, WriteJob
@@ -100,12 +99,18 @@ def run_pipeline(
         }
         frame = write_frame(
             incoming_rows(keyed, target, plan, summary.instant),
-            _stored_frame(spark, snapshot, stored_files),
             target,
             plan,
             partitions=max(1, min(len(groups), _shuffle_partitions(spark))),
         )
-        job = WriteJob(target.path, summary.instant, plan.file_schema, file_ids)
+        job = WriteJob(
+            target.path,
+            summary.instant,
+            plan.file_schema,
+            file_ids,
+            stored={g: [f.path for f in files] for g, files in stored_files.items()},
+            merge=merge_settings(target),
+        )
         with stages.stage("write"):
             results = frame.mapInArrow(job, _result_struct()).collect()
         new_files = [NewFile(r.path, r.size, r.stats) for r in results if r.path]
@@ -222,14 +227,6 @@ def _stored_files(
             )
         return {}
     return {g: by_group[g] for g in groups if g in by_group}
-
-
-def _stored_frame(
-    spark: SparkSession, snapshot: TableSnapshot | None, stored: dict[Group, list[DataFile]]
-) -> DataFrame | None:
-    if snapshot is None or not stored:
-        return None
-    return read_files(spark, snapshot, [f.path for files in stored.values() for f in files])
 
 
 def _shuffle_partitions(spark: SparkSession) -> int:

@@ -1,9 +1,10 @@
 """The executor-side writer: one parquet file per (partition path, bucket), with Delta stats.
 
-It runs inside `mapInArrow` on rows sorted by (partition path, bucket, record key). Each row
-carries an `_action`: rows marked insert, update or keep are written; the others are only
-counted. A bucket whose rows did not change is not rewritten: its file is dropped and the
-driver keeps the old one.
+It runs inside `mapInArrow` on the incoming rows, sorted by (partition path, bucket, record
+key) and marked by Spark as `candidate` (the batch's winner for its key) or `duplicate`.
+Stored rows never cross the shuffle: each bucket's stored file is read here, next to its
+incoming rows, the way Hudi's merge handle works. A bucket whose rows did not change is not
+rewritten: the driver keeps its stored file.
 """
 
 from __future__ import annotations
@@ -20,10 +21,15 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from runner.index.naming import data_file_name
+from runner.table.bucket_merge import (
+    MergeSettings,
+    merge_bucket,
+    stored_key_columns,
+    summarize_stored,
+)
 
 ACTION = "__runner_action"
-WRITTEN_ACTIONS = ("insert", "update", "keep")
-# Counted per group; every action that is not written is one of these or a silent companion.
+# Counted per bucket and summed into the run summary.
 COUNTED_ACTIONS = ("insert", "update", "deleted", "duplicate", "stale", "delete_missing")
 
 RESULT_SCHEMA = pa.schema(
@@ -104,35 +110,95 @@ class _Stats:
 
 @dataclass(frozen=True)
 class WriteJob:
-    """The function handed to mapInArrow; picklable, so it travels to the executors."""
+    """The function handed to mapInArrow; picklable, so it travels to the executors.
+
+    Rows arrive grouped by (partition path, bucket) and sorted by key. For each bucket the
+    job reads the stored file's keys, decides with `merge_bucket`, then streams the kept
+    stored rows and the new rows into the bucket's new file.
+    """
 
     table_uri: str
     instant: str
     file_schema: pa.Schema
     file_ids: dict[tuple[str, int], str]
+    stored: dict[tuple[str, int], list[str]]  # the bucket's current files, table-relative
+    merge: MergeSettings
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
-        token = f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.attemptNumber()}" if ctx else "0-0-0"
+        partition = ctx.partitionId() if ctx else 0
+        token = f"{partition}-{ctx.stageId()}-{ctx.attemptNumber()}" if ctx else "0-0-0"
         fs, root = pafs.FileSystem.from_uri(self.table_uri)
-        seqno = _SeqNo(self.instant, ctx.partitionId() if ctx else 0)
-        current: _GroupWriter | None = None
+        seqno = _SeqNo(self.instant, partition)
+        group, parts = None, []
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            table = pa.Table.from_batches([batch])
-            for group, part in _split_groups(table):
-                if current is None or current.group != group:
-                    if current is not None:
-                        yield current.finish()
-                    name = data_file_name(self.file_ids[group], token, self.instant)
-                    rel = f"{group[0]}/{name}" if group[0] else name
-                    current = _GroupWriter(group, fs, f"{root}/{rel}", rel, self.file_schema)
-                current.add(part, seqno)
-        if current is not None:
-            yield current.finish()
+            for key, part in _split_groups(pa.Table.from_batches([batch])):
+                if key != group and parts:
+                    yield self._write_bucket(fs, root, token, seqno, group, parts)
+                    parts = []
+                group = key
+                parts.append(part)
+        if parts:
+            yield self._write_bucket(fs, root, token, seqno, group, parts)
+
+    def _write_bucket(self, fs, root, token, seqno, group, parts) -> pa.RecordBatch:
+        incoming = pa.concat_tables(parts)
+        counts = dict.fromkeys(COUNTED_ACTIONS, 0)
+        actions = incoming.column(ACTION)
+        counts["duplicate"] = pc.sum(pc.equal(actions, "duplicate")).as_py() or 0
+        incoming = incoming.filter(pc.equal(actions, "candidate"))
+        stored_paths = [f"{root}/{p}" for p in self.stored.get(group, [])]
+        stored = summarize_stored(
+            pa.concat_tables(
+                [
+                    pq.read_table(p, columns=stored_key_columns(self.merge), filesystem=fs)
+                    for p in stored_paths
+                ]
+            )
+            if stored_paths
+            else _empty(self.file_schema, stored_key_columns(self.merge)),
+            self.merge,
+        )
+        decision = merge_bucket(incoming, stored, self.merge)
+        for action, count in decision.counts.items():
+            counts[action] += count
+
+        name = data_file_name(self.file_ids[group], token, self.instant)
+        rel = f"{group[0]}/{name}" if group[0] else name
+        out = _BucketFile(fs, f"{root}/{rel}", self.file_schema)
+        changed = any(counts[a] for a in ("insert", "update", "deleted"))
+        if changed:
+            for path in stored_paths:
+                for batch in pq.ParquetFile(path, filesystem=fs).iter_batches():
+                    kept = pa.Table.from_batches([batch])
+                    if len(decision.drop_keys):
+                        keep = pc.invert(pc.is_in(kept.column("_record_key"), decision.drop_keys))
+                        kept = kept.filter(keep)
+                    out.write(_conform(kept, self.file_schema))
+            new = decision.write
+            new = new.set_column(
+                new.schema.get_field_index("_commit_seqno"), "_commit_seqno", seqno.take(len(new))
+            )
+            out.write(_conform(new, self.file_schema))
+            path, size, stats = out.close(keep=True)  # None when every row was deleted
+        else:
+            out.close(keep=False)  # nothing changed: the stored file stays as it is
+            path, size, stats = None, 0, None
+        row = {
+            "partition_path": group[0],
+            "bucket": group[1],
+            "path": rel if path else None,
+            "size": size,
+            "num_records": out.stats.rows if path else 0,
+            "stats": stats,
+            "changed": changed,
+            **counts,
+        }
+        return pa.RecordBatch.from_pylist([row], schema=RESULT_SCHEMA)
 
 
 @dataclass
@@ -161,29 +227,32 @@ def _split_groups(table: pa.Table) -> Iterator[tuple[tuple[str, int], pa.Table]]
         start = end
 
 
-class _GroupWriter:
-    def __init__(self, group, fs: pafs.FileSystem, full_path: str, rel: str, schema: pa.Schema):
-        self.group = group
+def _empty(schema: pa.Schema, columns: list[str]) -> pa.Table:
+    return schema.empty_table().select(columns)
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """In the file schema's column order and types; columns a stored file lacks are null."""
+    columns = [
+        table.column(f.name) if f.name in table.column_names else pa.nulls(len(table), f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(columns, names=schema.names).cast(schema)
+
+
+class _BucketFile:
+    """One bucket's new parquet file, opened on the first rows, with running statistics."""
+
+    def __init__(self, fs: pafs.FileSystem, full_path: str, schema: pa.Schema):
         self.fs = fs
         self.full_path = full_path
-        self.rel = rel
         self.schema = schema
         self.stats = _Stats(schema)
-        self.counts = dict.fromkeys(COUNTED_ACTIONS, 0)
         self.writer: pq.ParquetWriter | None = None
 
-    def add(self, part: pa.Table, seqno: _SeqNo) -> None:
-        actions = part.column(ACTION)
-        for action, count in zip(*_value_counts(actions), strict=True):
-            if action in self.counts:
-                self.counts[action] += count
-        rows = part.filter(pc.is_in(actions, pa.array(WRITTEN_ACTIONS)))
+    def write(self, rows: pa.Table) -> None:
         if rows.num_rows == 0:
             return
-        new = pc.is_null(rows.column("_commit_seqno"))
-        seq = pc.if_else(new, seqno.take(rows.num_rows), rows.column("_commit_seqno"))
-        rows = rows.set_column(rows.schema.get_field_index("_commit_seqno"), "_commit_seqno", seq)
-        rows = rows.select(self.schema.names).cast(self.schema)
         if self.writer is None:
             self.fs.create_dir(self.full_path.rsplit("/", 1)[0], recursive=True)
             self.writer = pq.ParquetWriter(
@@ -192,28 +261,12 @@ class _GroupWriter:
         self.writer.write_table(rows)
         self.stats.add(rows)
 
-    def finish(self) -> pa.RecordBatch:
-        changed = any(self.counts[a] for a in ("insert", "update", "deleted"))
-        path, size = None, 0
-        if self.writer is not None:
-            self.writer.close()
-            if changed:
-                path, size = self.rel, self.fs.get_file_info(self.full_path).size
-            else:
-                self.fs.delete_file(self.full_path)  # same rows as the stored file: keep that
-        row = {
-            "partition_path": self.group[0],
-            "bucket": self.group[1],
-            "path": path,
-            "size": size,
-            "num_records": self.stats.rows if path else 0,
-            "stats": self.stats.to_json() if path else None,
-            "changed": changed,
-            **self.counts,
-        }
-        return pa.RecordBatch.from_pylist([row], schema=RESULT_SCHEMA)
-
-
-def _value_counts(values: pa.ChunkedArray) -> tuple[list[str], list[int]]:
-    counts = pc.value_counts(values.combine_chunks())
-    return counts.field("values").to_pylist(), counts.field("counts").to_pylist()
+    def close(self, keep: bool) -> tuple[str | None, int, str | None]:
+        """(path, size, stats) of the written file; None when it holds no rows or is dropped."""
+        if self.writer is None:
+            return None, 0, None
+        self.writer.close()
+        if not keep:
+            self.fs.delete_file(self.full_path)
+            return None, 0, None
+        return self.full_path, self.fs.get_file_info(self.full_path).size, self.stats.to_json()
