@@ -120,21 +120,46 @@ def run_write_benchmarks(spark, work: Path, rows: int, repeats: int, buckets: in
         }
     )
 
-    # 2. upsert of a 1 % batch spread over all partitions
+    # 2. upserts of a 1 % batch (plus 10 % new keys): spread over every partition, and
+    #    concentrated in one partition, the case a bucket index is made for
+    delta_base = work / "delta_base"
+    write_deltalake(str(delta_base), base, partition_by=["city"])
     rng = random.Random(2)
-    batch_ids = rng.sample(range(rows), max(1, rows // 100))
-    batch_ids += list(range(rows, rows + len(batch_ids) // 10))  # plus 10 % new keys
-    batch = make_rows(len(batch_ids), seed=3, ids=batch_ids, ts=2)
+    n = max(1, rows // 100)
+    spread = rng.sample(range(rows), n)
+    one_partition = rng.sample(range(0, rows, len(CITIES)), n)  # every id here is city "ams"
+    for label, ids in (("spread over all partitions", spread), ("in one partition", one_partition)):
+        new_keys = [rows + i * len(CITIES) for i in range(n // 10)]  # also "ams"
+        results.append(
+            _upsert(
+                spark,
+                work,
+                runner_table,
+                delta_base,
+                base_src,
+                base,
+                ids + new_keys,
+                f"upsert {n + len(new_keys):,} rows {label} into {rows:,}",
+                repeats,
+                buckets,
+            )
+        )
+    return results
+
+
+def _upsert(spark, work, runner_table, delta_base, base_src, base, ids, label, repeats, buckets):
+    batch = make_rows(len(ids), seed=3, ids=ids, ts=2)
     batch_src = work / "batch_src"
+    shutil.rmtree(batch_src, ignore_errors=True)
     batch_src.mkdir()
     pq.write_table(batch, batch_src / "part-0.parquet")
     merged = {r["id"]: r for r in base.to_pylist()}
     merged.update({r["id"]: r for r in batch.to_pylist()})
     expected_after = checksum(pa.Table.from_pylist(list(merged.values()), schema=base.schema))
-
-    # the runner: a prepared table, copied fresh for every repeat
-    upsert_spec = spec_file(work, "upsert", "upsert", batch_src, work / "upsert_runner", buckets)
     written: dict[str, int] = {}
+
+    # the runner: the bulk-loaded table, copied fresh for every repeat
+    upsert_spec = spec_file(work, "upsert", "upsert", batch_src, work / "upsert_runner", buckets)
 
     def runner_upsert() -> None:
         written["runner"] = run_pipeline(upsert_spec, spark=spark).bytes_written
@@ -145,9 +170,6 @@ def run_write_benchmarks(spark, work: Path, rows: int, repeats: int, buckets: in
     assert checksum(DeltaTable(str(work / "upsert_runner")).to_pyarrow_table()) == expected_after
 
     # delta-rs MERGE on the same rows, partitioned by city
-    delta_base = work / "delta_base"
-    write_deltalake(str(delta_base), base, partition_by=["city"])
-
     def delta_merge() -> None:
         table = DeltaTable(str(work / "delta_merge"))
         before = _live_files(table)
@@ -177,21 +199,17 @@ def run_write_benchmarks(spark, work: Path, rows: int, repeats: int, buckets: in
         out.write.mode("overwrite").partitionBy("city").parquet(str(work / "naive"))
 
     t_naive = timed(repeats, lambda: None, naive)
-    naive_rows = pq.read_table(work / "naive")
-    assert naive_rows.num_rows == expected_after[0]
+    assert checksum(pq.read_table(work / "naive")) == expected_after
     written["naive spark rewrite"] = dir_bytes(work / "naive")
-    results.append(
-        {
-            "scenario": f"upsert {len(batch_ids):,} rows (1 % + 10 % new) into {rows:,}",
-            "runner_s": statistics.median(t_upsert),
-            "peers": {
-                "delta-rs merge": statistics.median(t_merge),
-                "naive spark rewrite": statistics.median(t_naive),
-            },
-            "bytes_written": written,
-        }
-    )
-    return results
+    return {
+        "scenario": label,
+        "runner_s": statistics.median(t_upsert),
+        "peers": {
+            "delta-rs merge": statistics.median(t_merge),
+            "naive spark rewrite": statistics.median(t_naive),
+        },
+        "bytes_written": written,
+    }
 
 
 def _live_files(table: DeltaTable) -> dict[str, int]:
