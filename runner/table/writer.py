@@ -154,53 +154,52 @@ class WriteJob:
         counts["duplicate"] = pc.sum(pc.equal(actions, "duplicate")).as_py() or 0
         incoming = incoming.filter(pc.equal(actions, "candidate"))
         stored_paths = [f"{root}/{p}" for p in self.stored.get(group, [])]
-        stored = summarize_stored(
-            pa.concat_tables(
-                [
-                    pq.read_table(p, columns=stored_key_columns(self.merge), filesystem=fs)
-                    for p in stored_paths
-                ]
-            )
-            if stored_paths
-            else _empty(self.file_schema, stored_key_columns(self.merge)),
-            self.merge,
-        )
-        decision = merge_bucket(incoming, stored, self.merge)
+        decision = merge_bucket(incoming, self._stored_keys(fs, stored_paths), self.merge)
         for action, count in decision.counts.items():
             counts[action] += count
+        row = {
+            "partition_path": group[0],
+            "bucket": group[1],
+            "path": None,
+            "size": 0,
+            "num_records": 0,
+            "stats": None,
+            **counts,
+        }
+        row["changed"] = any(counts[a] for a in ("insert", "update", "deleted"))
+        if not row["changed"]:  # the stored file stays as it is
+            return pa.RecordBatch.from_pylist([row], schema=RESULT_SCHEMA)
 
         name = data_file_name(self.file_ids[group], token, self.instant)
         rel = f"{group[0]}/{name}" if group[0] else name
         out = _BucketFile(fs, f"{root}/{rel}", self.file_schema)
-        changed = any(counts[a] for a in ("insert", "update", "deleted"))
-        if changed:
-            for path in stored_paths:
-                for batch in pq.ParquetFile(path, filesystem=fs).iter_batches():
-                    kept = pa.Table.from_batches([batch])
-                    if len(decision.drop_keys):
-                        keep = pc.invert(pc.is_in(kept.column("_record_key"), decision.drop_keys))
-                        kept = kept.filter(keep)
-                    out.write(_conform(kept, self.file_schema))
-            new = decision.write
-            new = new.set_column(
-                new.schema.get_field_index("_commit_seqno"), "_commit_seqno", seqno.take(len(new))
+        for path in stored_paths:
+            for batch in pq.ParquetFile(path, filesystem=fs).iter_batches():
+                kept = pa.Table.from_batches([batch])
+                if len(decision.drop_keys):
+                    kept = kept.filter(
+                        pc.invert(pc.is_in(kept.column("_record_key"), decision.drop_keys))
+                    )
+                out.write(_conform(kept, self.file_schema))
+        new = decision.write
+        seq_index = new.schema.get_field_index("_commit_seqno")
+        out.write(
+            _conform(
+                new.set_column(seq_index, "_commit_seqno", seqno.take(len(new))), self.file_schema
             )
-            out.write(_conform(new, self.file_schema))
-            path, size, stats = out.close(keep=True)  # None when every row was deleted
-        else:
-            out.close(keep=False)  # nothing changed: the stored file stays as it is
-            path, size, stats = None, 0, None
-        row = {
-            "partition_path": group[0],
-            "bucket": group[1],
-            "path": rel if path else None,
-            "size": size,
-            "num_records": out.stats.rows if path else 0,
-            "stats": stats,
-            "changed": changed,
-            **counts,
-        }
+        )
+        if out.close():  # no file when every row of the bucket was deleted
+            row.update(
+                path=rel, size=out.size, num_records=out.stats.rows, stats=out.stats.to_json()
+            )
         return pa.RecordBatch.from_pylist([row], schema=RESULT_SCHEMA)
+
+    def _stored_keys(self, fs: pafs.FileSystem, paths: list[str]) -> pa.Table:
+        """Per stored key of the bucket: row count and greatest precombine value."""
+        columns = stored_key_columns(self.merge)
+        tables = [pq.read_table(p, columns=columns, filesystem=fs) for p in paths]
+        stored = pa.concat_tables(tables) if tables else self.file_schema.empty_table()
+        return summarize_stored(stored.select(columns), self.merge)
 
 
 @dataclass
@@ -229,10 +228,6 @@ def _split_groups(table: pa.Table) -> Iterator[tuple[tuple[str, int], pa.Table]]
         start = end
 
 
-def _empty(schema: pa.Schema, columns: list[str]) -> pa.Table:
-    return schema.empty_table().select(columns)
-
-
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """In the file schema's column order and types; columns a stored file lacks are null."""
     columns = [
@@ -251,6 +246,7 @@ class _BucketFile:
         self.schema = schema
         self.stats = _Stats(schema)
         self.writer: pq.ParquetWriter | None = None
+        self.size = 0
 
     def write(self, rows: pa.Table) -> None:
         if rows.num_rows == 0:
@@ -266,12 +262,10 @@ class _BucketFile:
         self.writer.write_table(rows)
         self.stats.add(rows)
 
-    def close(self, keep: bool) -> tuple[str | None, int, str | None]:
-        """(path, size, stats) of the written file; None when it holds no rows or is dropped."""
+    def close(self) -> bool:
+        """Finish the file; False when no row was written (and so no file exists)."""
         if self.writer is None:
-            return None, 0, None
+            return False
         self.writer.close()
-        if not keep:
-            self.fs.delete_file(self.full_path)
-            return None, 0, None
-        return self.full_path, self.fs.get_file_info(self.full_path).size, self.stats.to_json()
+        self.size = self.fs.get_file_info(self.full_path).size
+        return True
