@@ -12,5 +12,8 @@ from runner.keygen.common import complex_record_key, simple_record_key
 class NonPartitionedKeyGenerator(KeyGenerator):
     def columns(self, schema: StructType) -> KeyColumns:
         fields = self.spec.record_key
-        key, error = simple_record_key(fields[0]) if len(fields) == 1 else complex_record_key(fields)
+        if len(fields) == 1:
+            key, error = simple_record_key(fields[0])
+        else:
+            key, error = complex_record_key(fields)
         return KeyColumns(key, F.lit(""), error)
