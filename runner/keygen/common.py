@@ -20,7 +20,7 @@ EMPTY_PLACEHOLDER = "__empty__"
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 # Characters Hive's escapePathName turns into %XX (besides the control characters).
-_ESCAPED = '"#%\'*/:=?\\{[]^\x7f'
+_ESCAPED = "\"#%'*/:=?\\{[]^\x7f"
 _ESCAPED_ALL = [chr(c) for c in range(0x20)] + list(_ESCAPED)
 _NEEDS_ESCAPE_RE = "[\\x00-\\x1f\"#%'*/:=?\\\\{\\[\\]^\\x7f]"
 
