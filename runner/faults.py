@@ -14,6 +14,11 @@ class InjectedFault(RunnerError):
     """Raised where RUNNER_FAULT asks for it."""
 
 
-def maybe_fail(point: str) -> None:
-    if os.environ.get("RUNNER_FAULT") == point:
+def requested() -> str | None:
+    """The fault point asked for, read on the driver (executors get it from their job)."""
+    return os.environ.get("RUNNER_FAULT")
+
+
+def maybe_fail(point: str, active: str | None = None) -> None:
+    if (active if active is not None else requested()) == point:
         raise InjectedFault(f"injected fault at {point} (RUNNER_FAULT={point})")

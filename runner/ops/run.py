@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 from collections.abc import Sequence
 
 import pyarrow.fs as pafs
@@ -110,16 +109,17 @@ def run_pipeline(
             file_ids,
             stored={g: [f.path for f in files] for g, files in stored_files.items()},
             merge=merge_settings(target),
+            fault=faults.requested(),
         )
-        with stages.stage("write"):
-            results = frame.mapInArrow(job, _result_struct()).collect()
-        new_files = [NewFile(r.path, r.size, r.stats) for r in results if r.path]
-        log.info("files_written", files=len(new_files), bytes=sum(f.size for f in new_files))
         try:
+            with stages.stage("write"):
+                results = frame.mapInArrow(job, _result_struct()).collect()
+            new_files = [NewFile(r.path, r.size, r.stats) for r in results if r.path]
+            log.info("files_written", files=len(new_files), bytes=sum(f.size for f in new_files))
             with stages.stage("commit"):
                 _commit(spec, summary, snapshot, plan, results, new_files, stored_files)
         except BaseException:
-            _remove_uncommitted(target.path, new_files)
+            _remove_uncommitted(target.path, summary.instant)
             raise
     finally:
         keyed.unpersist()
@@ -302,14 +302,22 @@ def _commit(
     )
 
 
-def _remove_uncommitted(table_uri: str, files: list[NewFile]) -> None:
-    """Best effort: files of a failed run are invisible anyway; don't leave them around."""
-    if not files:
-        return
+def _remove_uncommitted(table_uri: str, instant: str) -> None:
+    """Best effort: a failed run's files are invisible anyway; don't leave them around.
+
+    Every file of a run, from any task attempt, ends with _<instant>.parquet.
+    """
     fs, root = pafs.FileSystem.from_uri(table_uri)
-    for f in files:
-        try:
-            fs.delete_file(f"{root}/{f.path}")
-        except OSError:
-            log.warning("uncommitted_file_left", path=f.path)
-    log.info("uncommitted_files_removed", count=len(files), pid=os.getpid())
+    try:
+        listing = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    except OSError:
+        return
+    removed = 0
+    for info in listing:
+        if info.type == pafs.FileType.File and info.path.endswith(f"_{instant}.parquet"):
+            try:
+                fs.delete_file(info.path)
+                removed += 1
+            except OSError:
+                log.warning("uncommitted_file_left", path=info.path)
+    log.info("uncommitted_files_removed", count=removed)

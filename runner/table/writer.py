@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from runner import faults
 from runner.index.naming import data_file_name
 from runner.table.bucket_merge import (
     MergeSettings,
@@ -125,6 +126,7 @@ class WriteJob:
     file_ids: dict[tuple[str, int], str]
     stored: dict[tuple[str, int], list[str]]  # the bucket's current files, table-relative
     merge: MergeSettings
+    fault: str | None = None  # RUNNER_FAULT of the driver, for crash tests
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -188,7 +190,9 @@ class WriteJob:
                 new.set_column(seq_index, "_commit_seqno", seqno.take(len(new))), self.file_schema
             )
         )
-        if out.close():  # no file when every row of the bucket was deleted
+        closed = out.close()
+        faults.maybe_fail("after_bucket_file", self.fault or "")
+        if closed:  # no file when every row of the bucket was deleted
             row.update(
                 path=rel, size=out.size, num_records=out.stats.rows, stats=out.stats.to_json()
             )

@@ -231,3 +231,15 @@ def test_a_partition_path_cannot_leave_the_table_directory(spark, tmp_path):
     write_batch(tmp_path, pd.DataFrame({"id": [1, 2], "city": ["../../etc", "ok"], "ts": 1}))
     with pytest.raises(BadRecordsError, match=r"leaves the table directory"):
         run_pipeline(load_spec(spec), spark=spark)
+
+
+def test_a_run_failing_while_writing_leaves_no_files(spark, loaded, tmp_path, monkeypatch):
+    table_dir = tmp_path / "table"
+    version = DeltaTable(str(table_dir)).version()
+    files_on_disk = set(table_dir.rglob("*.parquet"))
+    write_batch(tmp_path, _batch(range(50), ts=9))
+    monkeypatch.setenv("RUNNER_FAULT", "after_bucket_file")
+    with pytest.raises(Exception, match="injected fault at after_bucket_file"):
+        run_pipeline(load_spec(loaded), spark=spark)
+    assert DeltaTable(str(table_dir)).version() == version
+    assert set(table_dir.rglob("*.parquet")) == files_on_disk
