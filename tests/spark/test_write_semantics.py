@@ -195,3 +195,28 @@ def test_unchanged_buckets_are_not_rewritten(spark, tmp_path, operation):
         )
         again = run_pipeline(load_spec(spec), spark=spark)
         assert again.version is None and again.stale_skipped == 2 and again.files_added == 0
+
+
+def test_non_partitioned_table_keeps_files_at_the_root(spark, tmp_path):
+    target = {
+        "operation": "upsert",
+        "record_key": ["id", "kind"],
+        "precombine_field": "ts",
+        "key_generator": {"type": "NON_PARTITIONED"},
+        "index": {"buckets": 3, "hash_fields": ["id"]},
+    }
+    spec = write_spec(tmp_path, target)
+    frame = pd.DataFrame({"id": [1, 2, 3, 1], "kind": ["a", "a", "b", "b"], "ts": [1, 1, 1, 1]})
+    write_batch(tmp_path, frame)
+    run_pipeline(load_spec(spec), spark=spark)
+    write_batch(tmp_path, frame.assign(ts=2).head(1))
+    assert run_pipeline(load_spec(spec), spark=spark).updated == 1
+    table = read_table(tmp_path / "table")
+    assert set(table["_partition_path"]) == {""} and len(table) == 4
+    assert sorted(table["_record_key"]) == [
+        "id:1,kind:a",
+        "id:1,kind:b",
+        "id:2,kind:a",
+        "id:3,kind:b",
+    ]
+    assert all(p.parent == tmp_path / "table" for p in (tmp_path / "table").rglob("*.parquet"))
