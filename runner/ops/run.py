@@ -293,7 +293,10 @@ def _commit(
         "files_removed": summary.files_removed,
         "bytes_written": summary.bytes_written,
     }
-    summary.version = commit_files(snapshot, plan.file_schema, new_files, removed, metadata)
+    rewritten = {(r.partition_path, r.bucket) for r in changed}
+    summary.version = commit_files(
+        snapshot, plan.file_schema, new_files, removed, rewritten, metadata
+    )
     log.info(
         "commit_done",
         version=summary.version,

@@ -2,6 +2,11 @@
 
 A new table is first created empty (version 0) with its runner.* settings, because delta-rs
 accepts custom configuration keys only on that path; each run then commits one version.
+
+delta-rs refuses a commit with removes whenever another writer removed any file since this
+run read the table, even in other buckets. So on a refusal the runner reloads the table: if
+no bucket it rewrites was touched by the other writer, it commits the same files again on
+the new version; otherwise it stops, and nothing of it is committed.
 """
 
 from __future__ import annotations
@@ -19,9 +24,11 @@ from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction
 
 from runner.errors import CommitConflictError
-from runner.table.snapshot import DataFile, TableSnapshot
+from runner.table.snapshot import DataFile, Group, TableSnapshot, open_table
 
 log = structlog.get_logger(__name__)
+
+COMMIT_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -57,25 +64,66 @@ def commit_files(
     schema: pa.Schema,
     added: Sequence[NewFile],
     removed: Sequence[DataFile],
+    rewritten: set[Group],
     metadata: dict[str, Any],
 ) -> int:
-    """Commit adds and removes as ONE version on top of the snapshot; returns the version."""
+    """Commit adds and removes as ONE version; returns the version.
+
+    `rewritten` are the buckets this run replaces or creates: another writer's commit that
+    touched none of them is not a conflict, only a reason to commit again on top of it.
+    """
+    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        try:
+            _commit_once(snapshot, schema, added, removed, metadata)
+            snapshot.table.update_incremental()
+            return snapshot.table.version()
+        except CommitFailedError as exc:
+            latest = open_table(snapshot.uri)
+            assert latest is not None
+            clashes = _clashing_buckets(latest, removed, rewritten)
+            if clashes:
+                shown = ", ".join(f"{pp or '<root>'}#{b}" for pp, b in clashes[:5])
+                raise CommitConflictError(
+                    f"another writer committed version {latest.version} of {snapshot.uri} and "
+                    f"rewrote {len(clashes)} bucket(s) this run rewrites too ({shown}); nothing "
+                    "of this run was committed: run the pipeline again"
+                ) from exc
+            log.info("commit_retry", attempt=attempt, on_version=latest.version)
+            snapshot = latest
+    raise CommitConflictError(
+        f"{snapshot.uri} kept changing: {COMMIT_ATTEMPTS} commit attempts were overtaken by "
+        "other writers; nothing was committed: run the pipeline again"
+    )
+
+
+def _clashing_buckets(
+    latest: TableSnapshot, removed: Sequence[DataFile], rewritten: set[Group]
+) -> list[Group]:
+    """Buckets whose files changed since this run read them: a file it replaces is gone, or
+    a bucket it rewrites or creates holds a file it did not read."""
+    read = {f.path for f in removed}
+    live = latest.files_by_group()
+    live_paths = {f.path for files in live.values() for f in files}
+    gone = {(f.partition_path, f.bucket) for f in removed if f.path not in live_paths}
+    grown = {g for g in rewritten if {f.path for f in live.get(g, [])} - read}
+    return sorted(gone | grown)
+
+
+def _commit_once(
+    snapshot: TableSnapshot,
+    schema: pa.Schema,
+    added: Sequence[NewFile],
+    removed: Sequence[DataFile],
+    metadata: dict[str, Any],
+) -> None:
     now = int(time.time() * 1000)
     actions: list[AddAction | RemoveAction] = [
         AddAction(f.path, f.size, {}, now, True, f.stats) for f in added
     ]
     actions += [RemoveAction(f.path, True, now, f.size, {}) for f in removed]
-    try:
-        snapshot.table.create_write_transaction(
-            actions,
-            mode="append",
-            schema=DeltaSchema.from_arrow(schema),
-            commit_properties=CommitProperties(custom_metadata={"runner": metadata}),
-        )
-    except CommitFailedError as exc:
-        raise CommitConflictError(
-            f"another writer changed {snapshot.uri} while this run wrote it ({exc}); "
-            "nothing was committed: run the pipeline again"
-        ) from exc
-    snapshot.table.update_incremental()
-    return snapshot.table.version()
+    snapshot.table.create_write_transaction(
+        actions,
+        mode="append",
+        schema=DeltaSchema.from_arrow(schema),
+        commit_properties=CommitProperties(custom_metadata={"runner": metadata}),
+    )
