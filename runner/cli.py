@@ -86,7 +86,11 @@ def validate(specs: tuple[str, ...]) -> None:
     type=click.Path(dir_okay=False, writable=True),
     help="Also write the run summary to this file as JSON.",
 )
-def run(spec: str, summary_json: str | None) -> None:
+@click.option(
+    "--batch-id",
+    help="Identity of this batch: a batch already committed to the table is not run again.",
+)
+def run(spec: str, summary_json: str | None, batch_id: str | None) -> None:
     """Run a pipeline spec: read, transform, key, write, commit.
 
     Reads the sources, runs the transform, builds record keys and buckets, rewrites only
@@ -100,7 +104,7 @@ def run(spec: str, summary_json: str | None) -> None:
     from runner.ops.run import run_pipeline
     from runner.spec import load_spec
 
-    summary = run_pipeline(load_spec(spec), console_progress=sys.stderr.isatty())
+    summary = run_pipeline(load_spec(spec), console_progress=sys.stderr.isatty(), batch_id=batch_id)
     click.echo(summary.render())
     if summary_json:
         Path(summary_json).write_text(json.dumps(summary.to_dict(), indent=2) + "\n")

@@ -51,8 +51,16 @@ def new_instant() -> str:
     return now.strftime("%Y%m%d%H%M%S") + f"{now.microsecond // 1000:03d}"
 
 
+def batch_app_id(spec: PipelineSpec, batch_id: str) -> str:
+    """The Delta app transaction id that marks a batch of a pipeline as committed."""
+    return f"runner/{spec.name}/{batch_id}"
+
+
 def run_pipeline(
-    spec: PipelineSpec, console_progress: bool = False, spark: SparkSession | None = None
+    spec: PipelineSpec,
+    console_progress: bool = False,
+    spark: SparkSession | None = None,
+    batch_id: str | None = None,
 ) -> RunSummary:
     run_id = logs.start_run()
     target = spec.target
@@ -67,9 +75,17 @@ def run_pipeline(
         instant=summary.instant,
     )
 
+    summary.batch_id = batch_id
     snapshot = open_table(target.path)
     if snapshot is not None:
         check_table_settings(spec.file, target, snapshot.configuration)
+        if (
+            batch_id
+            and snapshot.table.transaction_version(batch_app_id(spec, batch_id)) is not None
+        ):
+            log.info("batch_already_committed", batch_id=batch_id)
+            summary.batch_already_committed = True
+            return summary
     with stages.stage("start"):
         spark = spark or spark_session(spec.spark, spec.name, console_progress)
 
@@ -285,6 +301,7 @@ def _commit(
         "run_id": summary.run_id,
         "instant": summary.instant,
         "operation": target.operation,
+        "batch_id": summary.batch_id,
         "rows_read": summary.rows_read,
         "inserted": summary.inserted,
         "updated": summary.updated,
@@ -294,8 +311,9 @@ def _commit(
         "bytes_written": summary.bytes_written,
     }
     rewritten = {(r.partition_path, r.bucket) for r in changed}
+    batch = batch_app_id(spec, summary.batch_id) if summary.batch_id else None
     summary.version = commit_files(
-        snapshot, plan.file_schema, new_files, removed, rewritten, metadata
+        snapshot, plan.file_schema, new_files, removed, rewritten, metadata, batch
     )
     log.info(
         "commit_done",

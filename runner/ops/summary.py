@@ -30,7 +30,9 @@ class RunSummary:
     table: str
     operation: str
     instant: str
-    version: int | None = None  # None: nothing to commit
+    version: int | None = None  # None: nothing committed
+    batch_id: str | None = None
+    batch_already_committed: bool = False
     rows_read: int = 0
     inserted: int = 0
     updated: int = 0
@@ -52,6 +54,11 @@ class RunSummary:
     def render(self) -> str:
         total = sum(self.stage_seconds.values())
         stages = "  ".join(f"{k} {v:.1f}s" for k, v in self.stage_seconds.items())
+        if self.batch_already_committed:
+            return (
+                f"{self.pipeline}: batch {self.batch_id} was already committed to {self.table}; "
+                "nothing to do"
+            )
         head = (
             f"committed version {self.version}"
             if self.version is not None

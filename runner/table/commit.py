@@ -21,7 +21,7 @@ import structlog
 from deltalake import DeltaTable, Field
 from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError, DeltaError
-from deltalake.transaction import AddAction, CommitProperties, RemoveAction
+from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
 from runner.errors import CommitConflictError
 from runner.table.snapshot import DataFile, Group, TableSnapshot, open_table
@@ -66,20 +66,29 @@ def commit_files(
     removed: Sequence[DataFile],
     rewritten: set[Group],
     metadata: dict[str, Any],
+    batch: str | None = None,
 ) -> int:
     """Commit adds and removes as ONE version; returns the version.
+
+    `batch` is an app id recorded in the same commit (a Delta `txn` action), so that a
+    re-run of the batch can tell it was committed.
 
     `rewritten` are the buckets this run replaces or creates: another writer's commit that
     touched none of them is not a conflict, only a reason to commit again on top of it.
     """
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         try:
-            _commit_once(snapshot, schema, added, removed, metadata)
+            _commit_once(snapshot, schema, added, removed, metadata, batch)
             snapshot.table.update_incremental()
             return snapshot.table.version()
         except CommitFailedError as exc:
             latest = open_table(snapshot.uri)
             assert latest is not None
+            if batch and latest.table.transaction_version(batch) is not None:
+                raise CommitConflictError(
+                    f"batch {batch} was committed by another run meanwhile (version "
+                    f"{latest.version}); nothing of this run was committed"
+                ) from exc
             clashes = _clashing_buckets(latest, removed, rewritten)
             if clashes:
                 shown = ", ".join(f"{pp or '<root>'}#{b}" for pp, b in clashes[:5])
@@ -115,6 +124,7 @@ def _commit_once(
     added: Sequence[NewFile],
     removed: Sequence[DataFile],
     metadata: dict[str, Any],
+    batch: str | None,
 ) -> None:
     now = int(time.time() * 1000)
     actions: list[AddAction | RemoveAction] = [
@@ -125,5 +135,8 @@ def _commit_once(
         actions,
         mode="append",
         schema=DeltaSchema.from_arrow(schema),
-        commit_properties=CommitProperties(custom_metadata={"runner": metadata}),
+        commit_properties=CommitProperties(
+            custom_metadata={"runner": metadata},
+            app_transactions=[Transaction(batch, 1, now)] if batch else None,
+        ),
     )

@@ -76,3 +76,22 @@ def test_writers_on_the_same_bucket_the_later_is_refused(spark, table, tmp_path,
     live = {f.rsplit("/", 1)[1] for f in DeltaTable(str(tmp_path / "table")).file_uris()}
     on_disk = {p.name for p in (tmp_path / "table").rglob("*.parquet")}
     assert len(on_disk - live) == 1  # the file the other writer replaced; none of this run
+
+
+def test_a_batch_id_commits_once(spark, table, tmp_path):
+    write_batch(tmp_path, _rows([1], "nl", 5))
+    first = run_pipeline(load_spec(table), spark=spark, batch_id="2026-11-22")
+    assert first.version is not None and first.updated == 1
+    dt = DeltaTable(str(tmp_path / "table"))
+    assert dt.transaction_version("runner/t/2026-11-22") == 1
+    assert dt.history(1)[0]["runner"]["batch_id"] == "2026-11-22"
+
+    write_batch(tmp_path, _rows([1], "nl", 6))  # same batch id: not run again
+    again = run_pipeline(load_spec(table), spark=spark, batch_id="2026-11-22")
+    assert again.batch_already_committed and again.version is None
+    assert "already committed" in again.render()
+    assert DeltaTable(str(tmp_path / "table")).version() == first.version
+    assert read_table(tmp_path / "table").set_index(["country", "id"]).loc[("nl", 1), "ts"] == 5
+
+    later = run_pipeline(load_spec(table), spark=spark, batch_id="2026-11-23")
+    assert later.version == first.version + 1
