@@ -111,6 +111,33 @@ def run(spec: str, summary_json: str | None, batch_id: str | None) -> None:
 
 
 @cli.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option(
+    "--records",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="JSON lines, one record per line.",
+)
+@click.option("--schema", help='Spark DDL for the records, e.g. "ts long, city string".')
+@click.option("--buckets", type=click.IntRange(min=1), help="Preview another bucket count.")
+def keys(spec: str, records: Path, schema: str | None, buckets: int | None) -> None:
+    """Show where records would go: record key, partition path, bucket.
+
+    Prints one JSON line per record, in input order, or {"error": ...} for a record that
+    cannot be keyed. Uses the same key columns as `runner run`, so check a spec here
+    before its first write. Types come from --schema, else they are inferred.
+    """
+    from runner.keygen.preview import preview_keys, render
+    from runner.session import spark_session
+    from runner.spec import load_spec
+
+    pipeline = load_spec(spec)
+    spark = spark_session(pipeline.spark, f"{pipeline.name}-keys", console_progress=False)
+    for line in render(preview_keys(spark, pipeline.target, records, schema, buckets)):
+        click.echo(line)
+
+
+@cli.command()
 @click.option("--markdown", is_flag=True, help="Print the spec reference (docs/spec.md) instead.")
 def schema(markdown: bool) -> None:
     """Print the spec's JSON Schema (for editors and CI)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from runner.keygen.base import KeyColumns, KeyGenerator
 from runner.keygen.complex import ComplexKeyGenerator
+from runner.keygen.global_delete import GlobalDeleteKeyGenerator
 from runner.keygen.nonpartitioned import NonPartitionedKeyGenerator
 from runner.keygen.simple import SimpleKeyGenerator
 from runner.spec.model import KeyGenSpec
@@ -12,6 +13,7 @@ KEY_GENERATORS: dict[str, type[KeyGenerator]] = {
     "SIMPLE": SimpleKeyGenerator,
     "COMPLEX": ComplexKeyGenerator,
     "NON_PARTITIONED": NonPartitionedKeyGenerator,
+    "GLOBAL_DELETE": GlobalDeleteKeyGenerator,
 }
 
 

@@ -225,11 +225,10 @@ def _semantic_problems(doc: _Located, file: str) -> list[SpecProblem]:
                 "key generator SIMPLE takes exactly one partition field, got "
                 f"{len(partition_fields)}; use COMPLEX for several, NON_PARTITIONED for none",
             )
-    if kg_type == "NON_PARTITIONED" and partition_fields:
+    if kg_type in ("NON_PARTITIONED", "GLOBAL_DELETE") and partition_fields:
         problem(
             (*kg_path, "partition_fields"),
-            "NON_PARTITIONED writes no partition path; "
-            "remove partition_fields or use SIMPLE or COMPLEX",
+            f"{kg_type} writes no partition path; remove partition_fields or use SIMPLE or COMPLEX",
         )
 
     index = target["index"]

@@ -1,0 +1,138 @@
+"""SIMPLE, COMPLEX, NON_PARTITIONED and GLOBAL_DELETE keys, as Hudi writes them.
+
+Expected values come from Hudi's documented behaviour (shared reference, sections 0 and 1),
+buckets from the independent Murmur3 port, never from the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from runner.keygen.preview import preview_keys
+from runner.spec import load_spec
+from tests.reference import bucket_of
+
+
+def _keys(spark, tmp_path, key_generator: dict, record_key, records: list[dict], schema=None):
+    spec = {
+        "name": "k",
+        "sources": [{"name": "s", "format": "json", "path": "in"}],
+        "target": {
+            "path": "t",
+            "operation": "insert",
+            "record_key": record_key,
+            "key_generator": key_generator,
+            "index": {"buckets": 8},
+        },
+    }
+    (tmp_path / "k.yaml").write_text(yaml.safe_dump(spec))
+    lines = tmp_path / "records.jsonl"
+    lines.write_text("".join(json.dumps(r) + "\n" for r in records))
+    target = load_spec(tmp_path / "k.yaml").target
+    return list(preview_keys(spark, target, lines, schema))
+
+
+def test_simple_values_are_taken_as_they_are(spark, tmp_path):
+    values = ["a,b", "x:y", "p/q", "k=v", "two words"]
+    out = _keys(
+        spark,
+        tmp_path,
+        {"type": "SIMPLE", "partition_fields": "region"},
+        "id",
+        [{"id": v, "region": v} for v in values],
+    )
+    assert [o["record_key"] for o in out] == values
+    assert [o["partition_path"] for o in out] == values
+    assert [o["bucket"] for o in out] == [bucket_of((v,), 8) for v in values]
+
+
+def test_simple_hive_style_url_encoding_and_default_partition(spark, tmp_path):
+    out = _keys(
+        spark,
+        tmp_path,
+        {
+            "type": "SIMPLE",
+            "partition_fields": "region",
+            "hive_style_partitioning": True,
+            "url_encode": True,
+        },
+        "id",
+        [{"id": 1, "region": "a/b c:d%é"}, {"id": 2, "region": None}, {"id": 3, "region": ""}],
+        schema="id long, region string",
+    )
+    assert [o["partition_path"] for o in out] == [
+        "region=a%2Fb c%3Ad%25é",
+        "region=__HIVE_DEFAULT_PARTITION__",
+        "region=__HIVE_DEFAULT_PARTITION__",
+    ]
+
+
+def test_simple_null_or_empty_key_is_an_error(spark, tmp_path):
+    out = _keys(
+        spark,
+        tmp_path,
+        {"type": "SIMPLE", "partition_fields": "r"},
+        "id",
+        [{"id": None, "r": "x"}, {"id": "", "r": "x"}],
+        schema="id string, r string",
+    )
+    assert out == [
+        {"error": 'recordKey value: "null" for field: "id" cannot be null or empty.'},
+        {"error": 'recordKey value: "" for field: "id" cannot be null or empty.'},
+    ]
+
+
+def test_complex_placeholders_nested_fields_and_all_empty(spark, tmp_path):
+    records = [
+        {"a": {"b": {"c": "deep"}}, "k": "x", "d": "2020", "m": "03"},
+        {"a": {"b": {"c": None}}, "k": "v", "d": None, "m": "04"},
+        {"a": {"b": {"c": "w"}}, "k": "", "d": "", "m": "05"},
+        {"a": {"b": {"c": None}}, "k": "", "d": "2021", "m": "06"},
+    ]
+    out = _keys(
+        spark,
+        tmp_path,
+        {"type": "COMPLEX", "partition_fields": ["d", "m"], "hive_style_partitioning": True},
+        ["a.b.c", "k"],
+        records,
+        schema="a struct<b: struct<c: string>>, k string, d string, m string",
+    )
+    assert out[0] == {
+        "record_key": "a.b.c:deep,k:x",
+        "partition_path": "d=2020/m=03",
+        "bucket": bucket_of(("deep", "x"), 8),  # hash fields default to the whole key
+    }
+    assert out[1]["record_key"] == "a.b.c:__null__,k:v"
+    assert out[1]["partition_path"] == "d=__HIVE_DEFAULT_PARTITION__/m=04"
+    assert out[2]["record_key"] == "a.b.c:w,k:__empty__"
+    assert out[2]["partition_path"] == "d=__HIVE_DEFAULT_PARTITION__/m=05"
+    assert out[3] == {
+        "error": 'recordKey values: "a.b.c:__null__,k:__empty__" for fields: [a.b.c, k] '
+        "cannot be entirely null or empty."
+    }
+
+
+def test_single_field_complex_key_is_field_prefixed(spark, tmp_path):
+    out = _keys(
+        spark, tmp_path, {"type": "COMPLEX", "partition_fields": "r"}, "id", [{"id": 5, "r": "x"}]
+    )
+    assert out[0]["record_key"] == "id:5"
+
+
+@pytest.mark.parametrize(
+    ("kind", "record_key", "expected"),
+    [
+        ("NON_PARTITIONED", "id", "7"),
+        ("NON_PARTITIONED", ["id", "n"], "id:7,n:1.5"),
+        ("GLOBAL_DELETE", "id", "id:7"),
+        ("GLOBAL_DELETE", ["id", "n"], "id:7,n:1.5"),
+    ],
+)
+def test_unpartitioned_generators(spark, tmp_path, kind, record_key, expected):
+    out = _keys(spark, tmp_path, {"type": kind}, record_key, [{"id": 7, "n": 1.5}])
+    assert out == [{"record_key": expected, "partition_path": "", "bucket": out[0]["bucket"]}]
+    fields = record_key if isinstance(record_key, list) else [record_key]
+    assert out[0]["bucket"] == bucket_of(tuple({"id": "7", "n": "1.5"}[f] for f in fields), 8)
