@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+import sys
+
+from runner.errors import UserError
 from runner.keygen.base import KeyColumns, KeyGenerator
 from runner.keygen.complex import ComplexKeyGenerator
 from runner.keygen.global_delete import GlobalDeleteKeyGenerator
@@ -18,7 +22,30 @@ KEY_GENERATORS: dict[str, type[KeyGenerator]] = {
 
 
 def build_key_generator(spec: KeyGenSpec) -> KeyGenerator:
+    if spec.class_path:
+        return load_user_class(spec.class_path, spec.search_path)(spec)
     return KEY_GENERATORS[spec.type](spec)
+
+
+def load_user_class(class_path: str, search_path: str | None) -> type[KeyGenerator]:
+    """Import `package.module:ClassName`, looking in the spec's directory too."""
+    module_name, _, class_name = class_path.partition(":")
+    if search_path and search_path not in sys.path:
+        sys.path.append(search_path)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UserError(
+            f"key_generator.class {class_path}: cannot import {module_name} ({exc}); put it "
+            "beside the spec or on PYTHONPATH"
+        ) from exc
+    cls = getattr(module, class_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, KeyGenerator)):
+        raise UserError(
+            f"key_generator.class {class_path}: {module_name} has no class {class_name} "
+            "that subclasses runner.keygen.KeyGenerator"
+        )
+    return cls
 
 
 __all__ = ["KEY_GENERATORS", "KeyColumns", "KeyGenerator", "build_key_generator"]

@@ -210,8 +210,12 @@ def _semantic_problems(doc: _Located, file: str) -> list[SpecProblem]:
     partition_fields = field_list(keygen.get("partition_fields"))
     if not record_key:
         problem(("target", "record_key"), "names no field")
-    kg_type = keygen.get("type") or infer_keygen_type(record_key, partition_fields)
     kg_path: Path_ = ("target", "key_generator")
+    if "class" in keygen and "type" in keygen:
+        problem((*kg_path, "class"), "give either class (your own generator) or type, not both")
+    kg_type = keygen.get("type") or (
+        "CLASS" if "class" in keygen else infer_keygen_type(record_key, partition_fields)
+    )
     if kg_type == "SIMPLE":
         if len(record_key) > 1:
             problem(
@@ -301,7 +305,14 @@ def _build(data: dict[str, Any], file: Path) -> PipelineSpec:
             delete_marker=target.get("delete_marker"),
             filter_dupes=target.get("filter_dupes", False),
             key_generator=KeyGenSpec(
-                type=keygen.get("type") or infer_keygen_type(record_key, partition_fields),
+                type=keygen.get("type")
+                or (
+                    "CLASS"
+                    if "class" in keygen
+                    else infer_keygen_type(record_key, partition_fields)
+                ),
+                class_path=keygen.get("class"),
+                search_path=str(base) if "class" in keygen else None,
                 record_key=record_key,
                 partition_fields=partition_fields,
                 hive_style_partitioning=keygen.get("hive_style_partitioning", False),

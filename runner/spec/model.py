@@ -30,6 +30,8 @@ class KeyGenSpec:
     partition_fields: tuple[str, ...] = ()
     hive_style_partitioning: bool = False
     url_encode: bool = False
+    class_path: str | None = None  # package.module:ClassName of a user's generator
+    search_path: str | None = None  # where that module may live: the spec's directory
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ def table_settings(target: Target) -> dict[str, str]:
         "runner.keygen.partition.fields": ",".join(keygen.partition_fields),
         "runner.keygen.hive.style": str(keygen.hive_style_partitioning).lower(),
         "runner.keygen.url.encode": str(keygen.url_encode).lower(),
+        "runner.keygen.class": keygen.class_path or "",
     }
 
 

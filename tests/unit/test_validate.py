@@ -151,3 +151,16 @@ def test_validate_starts_no_jvm(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "ok" in done.stdout
+
+
+def test_a_user_class_and_a_type_together_are_refused(tmp_path):
+    text = GOOD.replace("    type: SIMPLE\n", "    type: SIMPLE\n    class: my.keys:Gen\n")
+    code, lines = _validate(tmp_path, text)
+    assert code == 2
+    assert any("target.key_generator.class: give either class" in line for line in lines), lines
+
+
+def test_a_user_class_must_name_module_and_class(tmp_path):
+    text = GOOD.replace("    type: SIMPLE\n", "    class: my.keys.Gen\n")
+    code, lines = _validate(tmp_path, text)
+    assert code == 2 and "target.key_generator.class" in lines[0] and "pattern" in lines[0]
