@@ -25,6 +25,25 @@ def write_spec(directory: Path, target: dict[str, Any], name: str = "t", **extra
     return path
 
 
+def keys_target(directory: Path, key_generator: dict[str, Any], record_key: Any):
+    """The Target of a minimal spec with this key generator, loaded (and so validated)."""
+    from runner.spec import load_spec
+
+    spec = {
+        "name": "k",
+        "sources": [{"name": "s", "format": "json", "path": "in"}],
+        "target": {
+            "path": "t",
+            "operation": "insert",
+            "record_key": record_key,
+            "key_generator": key_generator,
+            "index": {"buckets": 8},
+        },
+    }
+    (directory / "k.yaml").write_text(yaml.safe_dump(spec))
+    return load_spec(directory / "k.yaml").target
+
+
 def write_batch(directory: Path, frame: pd.DataFrame, schema: pa.Schema | None = None) -> None:
     """Replace the input of the next run with this frame."""
     inp = directory / "in"

@@ -9,29 +9,16 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 
 from runner.keygen.preview import preview_keys
-from runner.spec import load_spec
+from tests.helpers import keys_target
 from tests.reference import bucket_of
 
 
 def _keys(spark, tmp_path, key_generator: dict, record_key, records: list[dict], schema=None):
-    spec = {
-        "name": "k",
-        "sources": [{"name": "s", "format": "json", "path": "in"}],
-        "target": {
-            "path": "t",
-            "operation": "insert",
-            "record_key": record_key,
-            "key_generator": key_generator,
-            "index": {"buckets": 8},
-        },
-    }
-    (tmp_path / "k.yaml").write_text(yaml.safe_dump(spec))
     lines = tmp_path / "records.jsonl"
     lines.write_text("".join(json.dumps(r) + "\n" for r in records))
-    target = load_spec(tmp_path / "k.yaml").target
+    target = keys_target(tmp_path, key_generator, record_key)
     return list(preview_keys(spark, target, lines, schema))
 
 

@@ -7,11 +7,10 @@ import textwrap
 import uuid
 
 import pytest
-import yaml
 
 from runner.errors import UserError
 from runner.keygen.preview import preview_keys
-from runner.spec import load_spec
+from tests.helpers import keys_target
 
 MODULE = '''
 from pyspark.sql import functions as F
@@ -32,19 +31,7 @@ class NotAGenerator:
 
 
 def _spec(tmp_path, class_path: str):
-    spec = {
-        "name": "k",
-        "sources": [{"name": "s", "format": "json", "path": "in"}],
-        "target": {
-            "path": "t",
-            "operation": "insert",
-            "record_key": "id",
-            "key_generator": {"class": class_path, "partition_fields": "region"},
-            "index": {"buckets": 4},
-        },
-    }
-    (tmp_path / "k.yaml").write_text(yaml.safe_dump(spec))
-    return load_spec(tmp_path / "k.yaml").target
+    return keys_target(tmp_path, {"class": class_path, "partition_fields": "region"}, "id")
 
 
 @pytest.fixture
