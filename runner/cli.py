@@ -111,7 +111,15 @@ def run(spec: str, summary_json: str | None, batch_id: str | None) -> None:
 
 
 @cli.command()
-@click.argument("spec", type=click.Path(dir_okay=False))
+@click.argument("spec", required=False, type=click.Path(dir_okay=False))
+@click.option(
+    "-p",
+    "--property",
+    "properties",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A Hudi property (hoodie.datasource.write.recordkey.field=id, ...) instead of a spec.",
+)
 @click.option(
     "--records",
     required=True,
@@ -120,20 +128,48 @@ def run(spec: str, summary_json: str | None, batch_id: str | None) -> None:
 )
 @click.option("--schema", help='Spark DDL for the records, e.g. "ts long, city string".')
 @click.option("--buckets", type=click.IntRange(min=1), help="Preview another bucket count.")
-def keys(spec: str, records: Path, schema: str | None, buckets: int | None) -> None:
+def keys(
+    spec: str | None,
+    properties: tuple[str, ...],
+    records: Path,
+    schema: str | None,
+    buckets: int | None,
+) -> None:
     """Show where records would go: record key, partition path, bucket.
+
+    \b
+      runner keys SPEC.yaml --records FILE.jsonl [--schema DDL] [--buckets N]
+      runner keys -p KEY=VALUE ... --records FILE.jsonl [--buckets N]
 
     Prints one JSON line per record, in input order, or {"error": ...} for a record that
     cannot be keyed. Uses the same key columns as `runner run`, so check a spec here
-    before its first write. Types come from --schema, else they are inferred.
+    before its first write. Types come from --schema, else they are inferred. With -p the
+    bucket comes from --buckets, else hoodie.bucket.index.num.buckets, else it is null.
     """
-    from runner.keygen.preview import preview_keys, render
+    from runner.keygen.preview import (
+        parse_properties,
+        preview_keys,
+        render,
+        target_from_properties,
+    )
     from runner.session import spark_session
     from runner.spec import load_spec
+    from runner.spec.model import SparkSettings
 
-    pipeline = load_spec(spec)
-    spark = spark_session(pipeline.spark, f"{pipeline.name}-keys", console_progress=False)
-    for line in render(preview_keys(spark, pipeline.target, records, schema, buckets)):
+    if bool(spec) == bool(properties):
+        raise click.UsageError("give either a SPEC or -p properties")
+    if spec:
+        pipeline = load_spec(spec)
+        target, settings, name = pipeline.target, pipeline.spark, pipeline.name
+        shown: int | None = buckets or target.index.buckets
+    else:
+        target, shown = target_from_properties(parse_properties(properties), buckets)
+        settings, name = SparkSettings(), "properties"
+    spark = spark_session(settings, f"{name}-keys", console_progress=False)
+    results = preview_keys(spark, target, records, schema, shown)
+    for line in render(
+        r if "error" in r or shown is not None else {**r, "bucket": None} for r in results
+    ):
         click.echo(line)
 
 

@@ -8,14 +8,18 @@ import sys
 from runner.errors import UserError
 from runner.keygen.base import KeyColumns, KeyGenerator
 from runner.keygen.complex import ComplexKeyGenerator
+from runner.keygen.custom import CustomKeyGenerator
 from runner.keygen.global_delete import GlobalDeleteKeyGenerator
 from runner.keygen.nonpartitioned import NonPartitionedKeyGenerator
 from runner.keygen.simple import SimpleKeyGenerator
+from runner.keygen.timestamp import TimestampBasedKeyGenerator
 from runner.spec.model import KeyGenSpec
 
 KEY_GENERATORS: dict[str, type[KeyGenerator]] = {
     "SIMPLE": SimpleKeyGenerator,
     "COMPLEX": ComplexKeyGenerator,
+    "CUSTOM": CustomKeyGenerator,
+    "TIMESTAMP": TimestampBasedKeyGenerator,
     "NON_PARTITIONED": NonPartitionedKeyGenerator,
     "GLOBAL_DELETE": GlobalDeleteKeyGenerator,
 }

@@ -7,6 +7,7 @@ error is never written under a made-up key; the run reports it with its reason.
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -36,3 +37,40 @@ class KeyGenerator(ABC):
     @abstractmethod
     def columns(self, schema: StructType) -> KeyColumns:
         """Column expressions over a DataFrame with this schema."""
+
+    def settings(self) -> dict[str, str]:
+        """Every setting that changes record keys or partition paths, as stable strings.
+
+        Stored in the table's configuration and compared on later runs. A user class that
+        reads settings of its own should add them here.
+        """
+        spec = self.spec
+        parts = (
+            [f"{n}:{t}" for n, t in zip(spec.partition_fields, spec.partition_types, strict=True)]
+            if spec.partition_types
+            else list(spec.partition_fields)
+        )
+        out = {
+            "runner.keygen.type": spec.type,
+            "runner.keygen.class": spec.class_path or "",
+            "runner.keygen.record.key": ",".join(spec.record_key),
+            "runner.keygen.partition.fields": ",".join(parts),
+            "runner.keygen.hive.style": str(spec.hive_style_partitioning).lower(),
+            "runner.keygen.url.encode": str(spec.url_encode).lower(),
+        }
+        if spec.type == "COMPLEX":
+            out["runner.keygen.complex.encoding"] = "FIELD_PREFIXED"
+        ts = spec.timestamp
+        if ts is not None:
+            out.update(
+                {
+                    "runner.keygen.timestamp.type": ts.type,
+                    "runner.keygen.timestamp.scalar.time.unit": ts.scalar_time_unit,
+                    # JSON: formats may contain the ',' that would otherwise separate them
+                    "runner.keygen.timestamp.input.formats": json.dumps(list(ts.input_formats)),
+                    "runner.keygen.timestamp.input.timezone": ts.input_timezone or "",
+                    "runner.keygen.timestamp.output.format": ts.output_format,
+                    "runner.keygen.timestamp.output.timezone": ts.output_timezone or "",
+                }
+            )
+        return out

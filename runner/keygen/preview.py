@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from pyspark.errors import AnalysisException, ParseException
@@ -12,7 +12,9 @@ from pyspark.sql import functions as F
 
 from runner.errors import UserError
 from runner.ops.keys import BUCKET, KEY_ERROR, PARTITION_PATH, RECORD_KEY, add_key_columns
-from runner.spec.model import Target
+from runner.spec import hudi_props
+from runner.spec.keygen_settings import field_list, resolve_key_generator
+from runner.spec.model import IndexSpec, Target
 
 ORDER = "__runner_line"
 
@@ -57,3 +59,50 @@ def preview_keys(
 def render(results: Iterator[dict]) -> Iterator[str]:
     for result in results:
         yield json.dumps(result, ensure_ascii=False)
+
+
+def parse_properties(pairs: tuple[str, ...]) -> dict[str, str]:
+    """`-p KEY=VALUE` options as a mapping; a later KEY wins, as on Hudi's command line."""
+    props: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"-p {pair!r}: expected KEY=VALUE, e.g. {hudi_props.RECORD_KEY}=id")
+        props[key.strip()] = value.strip()
+    return props
+
+
+def target_from_properties(
+    props: Mapping[str, str], buckets: int | None = None
+) -> tuple[Target, int | None]:
+    """The Target that Hudi properties describe, and its bucket count (None when neither
+    `buckets` nor hoodie.bucket.index.num.buckets gives one)."""
+    keygen_props = {k: v for k, v in props.items() if k not in hudi_props.INDEX_PROPERTIES}
+    problems: list[str] = []
+
+    def report(path: tuple[str | int, ...], message: str) -> None:
+        at = f"-p {path[-1]}" if path[:2] == ("key_generator", "properties") else "-p"
+        problems.append(f"{at}: {message}")
+
+    keygen = resolve_key_generator({"key_generator": {"properties": keygen_props}}, report)
+    count = buckets
+    raw = props.get(hudi_props.NUM_BUCKETS)
+    if count is None and raw is not None:
+        if not raw.isdigit() or int(raw) < 1:
+            problems.append(
+                f"-p {hudi_props.NUM_BUCKETS}: expected a positive integer, got {raw!r}"
+            )
+        else:
+            count = int(raw)
+    hash_fields = field_list(props.get(hudi_props.HASH_FIELD))
+    if keygen is not None:
+        for name in hash_fields:
+            if name not in keygen.record_key:
+                problems.append(
+                    f"-p {hudi_props.HASH_FIELD}: '{name}' is not a record key field "
+                    f"{list(keygen.record_key)} (Hudi: the hash field must be a subset of it)"
+                )
+    if problems or keygen is None:
+        raise UserError("\n".join(problems))
+    index = IndexSpec(buckets=count or 1, hash_fields=hash_fields or keygen.record_key)
+    return Target(path="", operation="upsert", key_generator=keygen, index=index), count

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -19,7 +19,8 @@ import jsonschema
 import yaml
 
 from runner.errors import InvalidSpecError, SpecProblem
-from runner.spec.model import IndexSpec, KeyGenSpec, PipelineSpec, Source, SparkSettings, Target
+from runner.spec.keygen_settings import field_list, resolve_key_generator
+from runner.spec.model import IndexSpec, PipelineSpec, Source, SparkSettings, Target
 
 Path_ = tuple[str | int, ...]
 
@@ -168,23 +169,6 @@ def _schema_problems(doc: _Located, file: str) -> list[SpecProblem]:
     return problems
 
 
-def field_list(value: str | list[str] | None) -> tuple[str, ...]:
-    """Hudi's rule for field lists: split on ',', trim, drop empty entries."""
-    if value is None:
-        return ()
-    items = value.split(",") if isinstance(value, str) else value
-    return tuple(s.strip() for s in items if s.strip())
-
-
-def infer_keygen_type(record_key: tuple[str, ...], partition_fields: tuple[str, ...]) -> str:
-    """Hudi's inference when no type is given (KeyGenUtils.inferKeyGeneratorType)."""
-    if not partition_fields:
-        return "NON_PARTITIONED"
-    if len(partition_fields) == 1 and len(record_key) <= 1:
-        return "SIMPLE"
-    return "COMPLEX"
-
-
 def _semantic_problems(doc: _Located, file: str) -> list[SpecProblem]:
     data = doc.data
     problems: list[SpecProblem] = []
@@ -205,35 +189,10 @@ def _semantic_problems(doc: _Located, file: str) -> list[SpecProblem]:
         problem(("sources",), "several sources need a transform.sql that combines them")
 
     target = data["target"]
-    keygen = target.get("key_generator", {})
-    record_key = field_list(target["record_key"])
-    partition_fields = field_list(keygen.get("partition_fields"))
-    if not record_key:
-        problem(("target", "record_key"), "names no field")
-    kg_path: Path_ = ("target", "key_generator")
-    if "class" in keygen and "type" in keygen:
-        problem((*kg_path, "class"), "give either class (your own generator) or type, not both")
-    kg_type = keygen.get("type") or (
-        "CLASS" if "class" in keygen else infer_keygen_type(record_key, partition_fields)
+    keygen = resolve_key_generator(
+        target, lambda path, message: problem(("target", *path), message)
     )
-    if kg_type == "SIMPLE":
-        if len(record_key) > 1:
-            problem(
-                ("target", "record_key"),
-                f"key generator SIMPLE takes one record key field, got {len(record_key)}; "
-                "use type: COMPLEX for several",
-            )
-        if len(partition_fields) != 1:
-            problem(
-                (*kg_path, "partition_fields"),
-                "key generator SIMPLE takes exactly one partition field, got "
-                f"{len(partition_fields)}; use COMPLEX for several, NON_PARTITIONED for none",
-            )
-    if kg_type in ("NON_PARTITIONED", "GLOBAL_DELETE") and partition_fields:
-        problem(
-            (*kg_path, "partition_fields"),
-            f"{kg_type} writes no partition path; remove partition_fields or use SIMPLE or COMPLEX",
-        )
+    record_key = keygen.record_key if keygen else field_list(target.get("record_key"))
 
     index = target["index"]
     if "hash_fields" in index:
@@ -272,9 +231,10 @@ def _resolve(path: str, base: Path) -> str:
 def _build(data: dict[str, Any], file: Path) -> PipelineSpec:
     base = file.parent
     target = data["target"]
-    keygen = target.get("key_generator", {})
-    record_key = field_list(target["record_key"])
-    partition_fields = field_list(keygen.get("partition_fields"))
+    keygen = resolve_key_generator(target, _unreachable)
+    assert keygen is not None, "the semantic checks passed"
+    if keygen.class_path:
+        keygen = replace(keygen, search_path=str(base))
     index = target["index"]
     spark = data.get("spark", {})
     return PipelineSpec(
@@ -304,27 +264,18 @@ def _build(data: dict[str, Any], file: Path) -> PipelineSpec:
             merge_mode=target.get("merge_mode", "event_time"),
             delete_marker=target.get("delete_marker"),
             filter_dupes=target.get("filter_dupes", False),
-            key_generator=KeyGenSpec(
-                type=keygen.get("type")
-                or (
-                    "CLASS"
-                    if "class" in keygen
-                    else infer_keygen_type(record_key, partition_fields)
-                ),
-                class_path=keygen.get("class"),
-                search_path=str(base) if "class" in keygen else None,
-                record_key=record_key,
-                partition_fields=partition_fields,
-                hive_style_partitioning=keygen.get("hive_style_partitioning", False),
-                url_encode=keygen.get("url_encode", False),
-            ),
+            key_generator=keygen,
             index=IndexSpec(
                 type=index.get("type", "BUCKET_HASH_INDEX"),
                 buckets=index["buckets"],
-                hash_fields=field_list(index.get("hash_fields")) or record_key,
+                hash_fields=field_list(index.get("hash_fields")) or keygen.record_key,
             ),
         ),
     )
+
+
+def _unreachable(path: Path_, message: str) -> None:
+    raise AssertionError(f"{dotted(path)}: {message} (missed by the semantic checks)")
 
 
 def _conf_str(value: Any) -> str:

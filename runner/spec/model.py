@@ -22,14 +22,37 @@ class Source:
 
 
 @dataclass(frozen=True)
+class TimestampSpec:
+    """Hudi's TimestampBased settings (hoodie.keygen.timebased.*), validated.
+
+    Zones are resolved ids Spark uses as Joda would (EST is America/New_York, GMT+8:00 is
+    +08:00); None means unset. Formats are Joda patterns, checked to be translatable.
+    """
+
+    type: str
+    output_format: str
+    input_formats: tuple[str, ...] = ()
+    input_timezone: str | None = None
+    output_timezone: str | None = None
+    scalar_time_unit: str = "SECONDS"
+
+
+@dataclass(frozen=True)
 class KeyGenSpec:
-    """A key generator's settings, in the structured form (Hudi's names map onto these)."""
+    """A key generator's settings, in the structured form (Hudi's names map onto these).
+
+    `partition_fields` holds field names only; for CUSTOM, `partition_types` holds each
+    field's part type (SIMPLE or TIMESTAMP), in the same order. `type` is CLASS when
+    `class_path` (package.module:Name) names the user's own generator.
+    """
 
     type: str
     record_key: tuple[str, ...]
     partition_fields: tuple[str, ...] = ()
     hive_style_partitioning: bool = False
     url_encode: bool = False
+    partition_types: tuple[str, ...] = ()
+    timestamp: TimestampSpec | None = None
     class_path: str | None = None  # package.module:ClassName of a user's generator
     search_path: str | None = None  # where that module may live: the spec's directory
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from runner.errors import TableMismatchError
 from runner.index.bucket import HASH_FUNCTION
+from runner.keygen import build_key_generator
 from runner.spec.model import Target
 
 FORMAT_VERSION = "1"
@@ -19,7 +20,6 @@ BUCKETS = "runner.index.buckets"
 
 def table_settings(target: Target) -> dict[str, str]:
     """Every setting that decides where a record lives, as stable strings."""
-    keygen = target.key_generator
     return {
         "runner.format.version": FORMAT_VERSION,
         "runner.table.type": target.table_type,
@@ -27,12 +27,8 @@ def table_settings(target: Target) -> dict[str, str]:
         "runner.index.hash.function": HASH_FUNCTION,
         "runner.index.hash.fields": ",".join(target.index.hash_fields),
         BUCKETS: str(target.index.buckets),
-        "runner.keygen.type": keygen.type,
-        "runner.keygen.record.key": ",".join(keygen.record_key),
-        "runner.keygen.partition.fields": ",".join(keygen.partition_fields),
-        "runner.keygen.hive.style": str(keygen.hive_style_partitioning).lower(),
-        "runner.keygen.url.encode": str(keygen.url_encode).lower(),
-        "runner.keygen.class": keygen.class_path or "",
+        # the generator's own settings: type, fields, encodings, timestamp formats and zones
+        **build_key_generator(target.key_generator).settings(),
     }
 
 

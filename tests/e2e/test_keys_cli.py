@@ -55,3 +55,59 @@ def test_keys_with_a_bad_spec_exits_2(tmp_path):
     )
     assert done.returncode == 2
     assert "target.key_generator.type" in done.stderr and "did you mean 'SIMPLE'" in done.stderr
+
+
+def test_keys_with_hudi_properties(tmp_path):
+    """The docs' "Timestamp is GMT" example through -p, with Hudi's bucket count property."""
+    records = tmp_path / "r.jsonl"
+    records.write_text(
+        '{"id": "a", "ts": 1578283932000}\n{"id": "b", "ts": null}\n{"id": null, "ts": 1}\n'
+    )
+    old = "hoodie.deltastreamer.keygen.timebased."
+    props = {
+        "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.partitionpath.field": "ts",
+        "hoodie.datasource.write.keygenerator.class": (
+            "org.apache.hudi.keygen.TimestampBasedKeyGenerator"
+        ),
+        f"{old}timestamp.type": "EPOCHMILLISECONDS",
+        f"{old}output.dateformat": "yyyy-MM-dd hh",
+        f"{old}timezone": "GMT+8:00",
+        "hoodie.bucket.index.num.buckets": "4",
+    }
+    args = [a for k, v in props.items() for a in ("-p", f"{k}={v}")]
+    done = subprocess.run(
+        [sys.executable, "-m", "runner", "keys", *args, "--records", str(records)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    out = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(o.get("record_key"), o.get("partition_path")) for o in out] == [
+        ("a", "2020-01-06 12"),
+        ("b", "1970-01-01 08"),
+        (None, None),
+    ]
+    assert all(0 <= o["bucket"] < 4 for o in out[:2])
+    assert out[2] == {"error": 'recordKey value: "null" for field: "id" cannot be null or empty.'}
+
+
+def test_keys_with_bad_properties_exits_2_before_starting_spark(tmp_path):
+    (tmp_path / "r.jsonl").write_text("{}\n")
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "runner", "keys",
+            "-p", "hoodie.datasource.write.recordkey.field=id",
+            "-p", "hoodie.datasource.write.partitionpath.field=ts",
+            "-p", "hoodie.datasource.write.keygenerator.type=TIMESTAMP",
+            "-p", "hoodie.keygen.timebased.timestamp.type=EPOCHMILLISECONDS",
+            "--records", "r.jsonl",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "-p: required" in done.stderr and "output.dateformat" in done.stderr, done.stderr
