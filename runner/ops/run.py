@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from collections.abc import Sequence
 
 import pyarrow.fs as pafs
@@ -135,6 +136,7 @@ def run_pipeline(
             with stages.stage("commit"):
                 _commit(spec, summary, snapshot, plan, results, new_files, stored_files)
         except BaseException:
+            _wait_for_running_tasks(spark)
             _remove_uncommitted(target.path, summary.instant)
             raise
     finally:
@@ -321,6 +323,17 @@ def _commit(
         files_added=summary.files_added,
         files_removed=summary.files_removed,
     )
+
+
+def _wait_for_running_tasks(spark: SparkSession, timeout_s: float = 60.0) -> None:
+    """A failed job's other tasks may still be writing files: let them end before cleaning."""
+    tracker = spark.sparkContext._jsc.sc().statusTracker()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if sum(e.numRunningTasks() for e in tracker.getExecutorInfos()) == 0:
+            return
+        time.sleep(0.2)
+    log.warning("tasks_still_running", waited_s=timeout_s)
 
 
 def _remove_uncommitted(table_uri: str, instant: str) -> None:
