@@ -21,6 +21,7 @@ import yaml
 from runner.errors import InvalidSpecError, SpecProblem
 from runner.spec.keygen_settings import field_list, resolve_key_generator
 from runner.spec.model import IndexSpec, PipelineSpec, Source, SparkSettings, Target
+from runner.spec.secrets import malformed_refs
 
 Path_ = tuple[str | int, ...]
 
@@ -219,7 +220,25 @@ def _semantic_problems(doc: _Located, file: str) -> list[SpecProblem]:
         problem(("target", "delete_marker"), f"applies to operation upsert, not {operation}")
     if target.get("filter_dupes") and operation != "insert":
         problem(("target", "filter_dupes"), f"applies to operation insert, not {operation}")
+    for path, text in _strings_with_paths(data, ()):
+        for bad in malformed_refs(text):
+            problem(
+                path,
+                f"{bad} is not a valid environment reference; write ${{env:NAME}} with NAME "
+                "made of letters, digits and underscores",
+            )
     return problems
+
+
+def _strings_with_paths(value: Any, path: Path_):
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings_with_paths(item, (*path, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _strings_with_paths(item, (*path, i))
 
 
 def _resolve(path: str, base: Path) -> str:

@@ -101,6 +101,12 @@ def test_a_valid_spec_passes(tmp_path):
             "remove one of them",
         ),
         (
+            "    path: data/trips",
+            "    path: ${env:DATA DIR}/trips",
+            "p.yaml:5:11: sources[0].path: ${env:DATA DIR} is not a valid environment "
+            "reference; write ${env:NAME} with NAME made of letters, digits and underscores",
+        ),
+        (
             "  index:",
             "  index: [",
             "p.yaml:16:5: not valid YAML: expected ',' or ']', but got '<scalar>'",

@@ -1,0 +1,90 @@
+"""`${env:NAME}` references in a spec: resolved at the point of use, never stored resolved.
+
+The spec model keeps the references as written, so anything that prints, logs or renders
+the spec (summaries, `runner render`) shows `${env:NAME}`, never the value. Code that needs
+the value (a JDBC connection, storage credentials) calls `resolve` right before using it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from runner.errors import UserError
+
+ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+# Anything that looks like a reference but is not one: `${env:}`, `${env:1X}`, `${ENV:X}`.
+_LOOKS_LIKE_REF = re.compile(r"\$\{\s*env\s*:[^}]*\}", re.IGNORECASE)
+
+
+class MissingEnvError(UserError):
+    """A `${env:NAME}` reference names a variable the environment does not have."""
+
+
+def env_names(value: Any) -> list[str]:
+    """Every variable name referenced anywhere in value (strings, lists, mappings), in order."""
+    names: list[str] = []
+    for text in _strings(value):
+        for name in ENV_REF.findall(text):
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def malformed_refs(text: str) -> list[str]:
+    """References that look like `${env:...}` but are not valid ones, for spec validation."""
+    return [m.group(0) for m in _LOOKS_LIKE_REF.finditer(text) if not ENV_REF.fullmatch(m.group(0))]
+
+
+def resolve(value: Any, environ: Mapping[str, str] | None = None, where: str = "the spec") -> Any:
+    """value with every `${env:NAME}` replaced by the variable's value.
+
+    Raises MissingEnvError naming every unset variable (never any value).
+    """
+    env = os.environ if environ is None else environ
+    missing = [name for name in env_names(value) if name not in env]
+    if missing:
+        listed = ", ".join(missing)
+        raise MissingEnvError(
+            f"{where} references environment variable(s) {listed}, which are not set; "
+            "export them before the run (on Kubernetes: a Secret mounted with envFrom)"
+        )
+    return _map_strings(value, lambda text: ENV_REF.sub(lambda m: env[m.group(1)], text))
+
+
+def redact(text: str, value: Any, environ: Mapping[str, str] | None = None) -> str:
+    """text with the resolved value of every reference in value replaced by `${env:NAME}`.
+
+    A safety net for messages that may echo a resolved setting (a driver's error text).
+    """
+    env = os.environ if environ is None else environ
+    for name in env_names(value):
+        secret = env.get(name)
+        if secret:
+            text = text.replace(secret, f"${{env:{name}}}")
+    return text
+
+
+def _strings(value: Any):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+
+
+def _map_strings(value: Any, fn) -> Any:
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, Mapping):
+        return {k: _map_strings(v, fn) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_map_strings(v, fn) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_map_strings(v, fn) for v in value)
+    return value
