@@ -45,6 +45,9 @@ def cli(ctx: click.Context, debug: bool, log_format: str) -> None:
     \b
       runner PIPELINE.yaml            run a pipeline (same as `runner run`)
       runner validate PIPELINE.yaml   check specs without starting Spark
+      runner plan PIPELINE.yaml --buckets 32     what an expansion would do
+      runner expand PIPELINE.yaml --buckets 32   grow the table's buckets
+      runner inspect TABLE_DIR        rows, bytes and skew per bucket
     """
     from runner import logs
 
@@ -171,6 +174,114 @@ def keys(
         r if "error" in r or shown is not None else {**r, "bucket": None} for r in results
     ):
         click.echo(line)
+
+
+_POLICY = click.Choice(["multiple_rehash", "overwrite"])
+
+
+def _expansion_options(command):
+    for option in reversed(
+        [
+            click.option(
+                "--buckets",
+                type=click.IntRange(min=1),
+                help="The new bucket count (default: index.expansion.factor times the current).",
+            ),
+            click.option(
+                "--policy",
+                type=_POLICY,
+                help="multiple_rehash: N to k*N, no shuffle; overwrite: any count, full "
+                "reshuffle (default: the spec's index.expansion.policy).",
+            ),
+            click.option(
+                "--partition",
+                "partitions",
+                multiple=True,
+                metavar="PATH",
+                help="Grow only this partition (repeatable), e.g. city=paris; it keeps its "
+                "own count from then on.",
+            ),
+            click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text."),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+@cli.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@_expansion_options
+@click.option("--dry-run", is_flag=True, help="Print the plan only (same as `runner plan`).")
+def expand(
+    spec: str,
+    buckets: int | None,
+    policy: str | None,
+    partitions: tuple[str, ...],
+    as_json: bool,
+    dry_run: bool,
+) -> None:
+    """Grow the bucket count of a spec's table, in one atomic commit.
+
+    \b
+      runner expand SPEC.yaml --buckets 32                       16 -> 32, no shuffle
+      runner expand SPEC.yaml --buckets 24 --policy overwrite    any count, reshuffled
+      runner expand SPEC.yaml --partition city=paris             one hot partition, x factor
+
+    Readers see the old layout or the new one, never a mix; rows, keys and values are
+    unchanged. A failure before the commit leaves the table as it was.
+    """
+    _expand(spec, buckets, policy, partitions, as_json, dry_run)
+
+
+@cli.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@_expansion_options
+def plan(
+    spec: str, buckets: int | None, policy: str | None, partitions: tuple[str, ...], as_json: bool
+) -> None:
+    """Print what `runner expand` would do: partitions, buckets, files and bytes.
+
+    Reads only the Delta log: starts no JVM and changes nothing.
+    """
+    _expand(spec, buckets, policy, partitions, as_json, dry_run=True)
+
+
+def _expand(spec, buckets, policy, partitions, as_json, dry_run) -> None:
+    from runner.ops.expand import expand_table
+    from runner.spec import load_spec
+
+    planned, done = expand_table(
+        load_spec(spec), buckets, policy, partitions, dry_run, console_progress=sys.stderr.isatty()
+    )
+    if as_json:
+        out = {"plan": planned.to_dict(), "result": done.to_dict() if done else None}
+        click.echo(json.dumps(out, indent=2))
+        return
+    click.echo(planned.render())
+    click.echo("dry run: nothing was changed" if done is None else done.render())
+
+
+@cli.command()
+@click.argument("table", type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON.")
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Also draw bucket sizes per partition into this PNG file (needs matplotlib).",
+)
+def inspect(table: str, as_json: bool, plot: str | None) -> None:
+    """Rows, bytes and skew per partition and bucket of a runner table.
+
+    Reads only the Delta log's statistics: no data file, no JVM. Skew is the largest
+    bucket over the mean bucket of its partition; 1.0 is an even spread.
+    """
+    from runner.ops.inspect import inspect_table, plot_report, render_report
+
+    report = inspect_table(table)
+    click.echo(json.dumps(report, indent=2) if as_json else render_report(report))
+    if plot:
+        plot_report(report, plot)
+        click.echo(f"plot written to {plot}", err=True)
 
 
 @cli.command()

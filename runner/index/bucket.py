@@ -7,6 +7,8 @@ into b, b+N, ..., b+(k-1)N, which is what bucket expansion relies on.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
@@ -17,3 +19,15 @@ HASH_FUNCTION = "spark_murmur3_x86_32_seed42(string(fields)) pmod buckets"
 
 def bucket_column(hash_fields: tuple[str, ...], buckets: int) -> Column:
     return F.pmod(F.hash(*[field_string(f) for f in hash_fields]), F.lit(buckets)).cast("int")
+
+
+def layout_bucket_column(
+    hash_fields: tuple[str, ...], counts: Mapping[str, int], default: int, partition_path: Column
+) -> Column:
+    """The bucket of each row when partitions have their own counts: the row's partition
+    path picks its count from a map literal (one native lookup, no UDF)."""
+    if not counts:
+        return bucket_column(hash_fields, default)
+    pairs = [x for pp, n in sorted(counts.items()) for x in (F.lit(pp), F.lit(n))]
+    count = F.coalesce(F.create_map(*pairs)[partition_path], F.lit(default))
+    return F.pmod(F.hash(*[field_string(f) for f in hash_fields]), count).cast("int")

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import uuid
 from dataclasses import dataclass
@@ -21,6 +22,13 @@ class DataFileName:
     file_id: str
     write_token: str
     instant: str
+
+
+def new_instant() -> str:
+    """Hudi's instant format, yyyyMMddHHmmssSSS, in UTC: the suffix of every file a run
+    or an expansion writes."""
+    now = dt.datetime.now(dt.UTC)
+    return now.strftime("%Y%m%d%H%M%S") + f"{now.microsecond // 1000:03d}"
 
 
 def new_file_id(bucket: int) -> str:

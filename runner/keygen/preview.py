@@ -11,6 +11,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from runner.errors import UserError
+from runner.index.layout import BucketLayout
 from runner.ops.keys import BUCKET, KEY_ERROR, PARTITION_PATH, RECORD_KEY, add_key_columns
 from runner.spec import hudi_props
 from runner.spec.keygen_settings import field_list, resolve_key_generator
@@ -40,7 +41,8 @@ def preview_keys(
     except (AnalysisException, ParseException) as exc:
         raise UserError(f"--schema {schema!r}: {str(exc).splitlines()[0]}") from exc
     numbered = parsed.withColumn(ORDER, F.monotonically_increasing_id())
-    keyed = add_key_columns(numbered, target, buckets).orderBy(ORDER)
+    layout = BucketLayout(buckets) if buckets else None
+    keyed = add_key_columns(numbered, target, layout).orderBy(ORDER)
     try:
         rows = keyed.select(ORDER, RECORD_KEY, PARTITION_PATH, BUCKET, KEY_ERROR).collect()
     except Exception as exc:  # a malformed line in FAILFAST mode

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from runner.index.bucket import bucket_column
+from runner.index.bucket import layout_bucket_column
+from runner.index.layout import BucketLayout
 from runner.keygen import build_key_generator
 from runner.keygen.common import check_fields
 from runner.spec.model import Target
@@ -21,10 +22,11 @@ RESERVED_PREFIX = "__runner_"
 _ESCAPING_PATH_RE = r"(^/)|(^|/)\.\.?(/|$)"
 
 
-def add_key_columns(df: DataFrame, target: Target, buckets: int | None = None) -> DataFrame:
+def add_key_columns(df: DataFrame, target: Target, layout: BucketLayout | None = None) -> DataFrame:
     """`df` plus _record_key, _partition_path, _bucket and _key_error (null when keyable).
 
     A record with an error keeps null key columns, so it can never be written by mistake.
+    `layout` is the table's bucket counts (default: the spec's count, for a new table).
     """
     generator = build_key_generator(target.key_generator)
     check_fields(df.schema, target.record_key, "record key")
@@ -43,7 +45,10 @@ def add_key_columns(df: DataFrame, target: Target, buckets: int | None = None) -
             ),
         ),
     )
-    bucket = bucket_column(target.index.hash_fields, buckets or target.index.buckets)
+    layout = layout or BucketLayout(target.index.buckets)
+    bucket = layout_bucket_column(
+        target.index.hash_fields, layout.partitions, layout.default, cols.partition_path
+    )
     return (
         df.withColumn(KEY_ERROR, error)
         .withColumn(RECORD_KEY, F.when(F.col(KEY_ERROR).isNull(), cols.record_key))

@@ -7,12 +7,9 @@ fails before its commit leaves the table as it was and removes the files it wrot
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import time
 from collections.abc import Sequence
 
-import pyarrow.fs as pafs
 import structlog
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -21,7 +18,10 @@ from pyspark.sql.types import BooleanType, StructType
 
 from runner import faults, logs
 from runner.errors import BadRecordsError, UserError
-from runner.index.naming import new_file_id
+from runner.index.layout import BucketLayout
+from runner.index.naming import new_file_id, new_instant
+from runner.ops.cleanup import remove_uncommitted
+from runner.ops.expand import expand_if_due
 from runner.ops.keys import (
     BUCKET,
     KEY_ERROR,
@@ -44,12 +44,6 @@ from runner.table.writer import COUNTED_ACTIONS, RESULT_SCHEMA, WriteJob
 log = structlog.get_logger(__name__)
 
 BAD_RECORD_SAMPLES = 5
-
-
-def new_instant() -> str:
-    """Hudi's instant format, yyyyMMddHHmmssSSS, in UTC."""
-    now = dt.datetime.now(dt.UTC)
-    return now.strftime("%Y%m%d%H%M%S") + f"{now.microsecond // 1000:03d}"
 
 
 def batch_app_id(spec: PipelineSpec, batch_id: str) -> str:
@@ -94,7 +88,8 @@ def run_pipeline(
         batch = _without_meta_columns(read_input(spark, spec))
         _check_operation_fields(batch.schema, target)
         plan = _plan_schema(batch, target, snapshot)
-        keyed = _pinned(add_key_columns(batch, target))
+        layout = table_layout(snapshot, target)
+        keyed = _pinned(add_key_columns(batch, target, layout))
     try:
         with stages.stage("keys"):
             groups = _touched_groups(keyed)
@@ -136,14 +131,25 @@ def run_pipeline(
             with stages.stage("commit"):
                 _commit(spec, summary, snapshot, plan, results, new_files, stored_files)
         except BaseException:
-            _wait_for_running_tasks(spark)
-            _remove_uncommitted(target.path, summary.instant)
+            remove_uncommitted(spark, target.path, summary.instant)
             raise
     finally:
         keyed.unpersist()
+    expanded = expand_if_due(spark, spec) if summary.version is not None else None
+    if expanded:
+        summary.expansion = expanded.to_dict()
+        stages.seconds["expand"] = expanded.seconds
     summary.stage_seconds = stages.seconds
     log.info("run_finished", **{k: v for k, v in summary.to_dict().items() if k != "run_id"})
     return summary
+
+
+def table_layout(snapshot: TableSnapshot | None, target: Target) -> BucketLayout:
+    """The bucket counts writes use: the table's own (expansion changes them), or the
+    spec's count for a table this run creates."""
+    if snapshot is None:
+        return BucketLayout(target.index.buckets)
+    return BucketLayout.from_configuration(snapshot.configuration)
 
 
 def _pinned(keyed: DataFrame) -> DataFrame:
@@ -323,35 +329,3 @@ def _commit(
         files_added=summary.files_added,
         files_removed=summary.files_removed,
     )
-
-
-def _wait_for_running_tasks(spark: SparkSession, timeout_s: float = 60.0) -> None:
-    """A failed job's other tasks may still be writing files: let them end before cleaning."""
-    tracker = spark.sparkContext._jsc.sc().statusTracker()
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if sum(e.numRunningTasks() for e in tracker.getExecutorInfos()) == 0:
-            return
-        time.sleep(0.2)
-    log.warning("tasks_still_running", waited_s=timeout_s)
-
-
-def _remove_uncommitted(table_uri: str, instant: str) -> None:
-    """Best effort: a failed run's files are invisible anyway; don't leave them around.
-
-    Every file of a run, from any task attempt, ends with _<instant>.parquet.
-    """
-    fs, root = pafs.FileSystem.from_uri(table_uri)
-    try:
-        listing = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
-    except OSError:
-        return
-    removed = 0
-    for info in listing:
-        if info.type == pafs.FileType.File and info.path.endswith(f"_{instant}.parquet"):
-            try:
-                fs.delete_file(info.path)
-                removed += 1
-            except OSError:
-                log.warning("uncommitted_file_left", path=info.path)
-    log.info("uncommitted_files_removed", count=removed)

@@ -46,6 +46,7 @@ class RunSummary:
     buckets_touched: int = 0
     partitions_touched: int = 0
     columns_added: list[str] = field(default_factory=list)
+    expansion: dict | None = None  # the automatic expansion after the commit, if one ran
     stage_seconds: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -74,16 +75,22 @@ class RunSummary:
             f"{self.stale_skipped:,} older than stored, {self.deletes_missing:,} deletes of "
             "missing keys",
             f"  files        +{self.files_added} -{self.files_removed}   "
-            f"{_size(self.bytes_written)} written   {self.buckets_touched} bucket(s) in "
+            f"{human_size(self.bytes_written)} written   {self.buckets_touched} bucket(s) in "
             f"{self.partitions_touched} partition(s) rewritten",
         ]
         if self.columns_added:
             lines.append(f"  new columns  {', '.join(self.columns_added)}")
+        if self.expansion:
+            e = self.expansion
+            lines.append(
+                f"  expanded     {e['partitions']} partition(s) by {e['policy']} in version "
+                f"{e['version']} (a bucket passed index.expansion.max_bucket_bytes)"
+            )
         lines.append(f"  time         {stages}  (total {total:.1f}s)")
         return "\n".join(lines)
 
 
-def _size(n: int) -> str:
+def human_size(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

@@ -20,7 +20,7 @@ import yaml
 
 from runner.errors import InvalidSpecError, SpecProblem
 from runner.spec.keygen_settings import field_list, resolve_key_generator
-from runner.spec.model import IndexSpec, PipelineSpec, Source, SparkSettings, Target
+from runner.spec.model import ExpansionSpec, IndexSpec, PipelineSpec, Source, SparkSettings, Target
 from runner.spec.secrets import malformed_refs
 
 Path_ = tuple[str | int, ...]
@@ -288,6 +288,7 @@ def _build(data: dict[str, Any], file: Path) -> PipelineSpec:
                 type=index.get("type", "BUCKET_HASH_INDEX"),
                 buckets=index["buckets"],
                 hash_fields=field_list(index.get("hash_fields")) or keygen.record_key,
+                expansion=ExpansionSpec(**index.get("expansion", {})),
             ),
         ),
     )

@@ -58,10 +58,18 @@ class KeyGenSpec:
 
 
 @dataclass(frozen=True)
+class ExpansionSpec:
+    policy: str = "multiple_rehash"  # multiple_rehash | overwrite | none
+    factor: int = 2
+    max_bucket_bytes: int | None = None  # expand automatically past this (None: never)
+
+
+@dataclass(frozen=True)
 class IndexSpec:
     buckets: int
     hash_fields: tuple[str, ...]
     type: str = "BUCKET_HASH_INDEX"
+    expansion: ExpansionSpec = field(default_factory=ExpansionSpec)
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,12 @@ def commit_files(
         except CommitFailedError as exc:
             latest = open_table(snapshot.uri)
             assert latest is not None
+            if latest.configuration != snapshot.configuration:
+                raise CommitConflictError(
+                    f"the settings of {snapshot.uri} changed while this run wrote (version "
+                    f"{latest.version}, for example a bucket expansion); its files follow the "
+                    "old layout, so nothing of this run was committed: run the pipeline again"
+                ) from exc
             if batch and latest.table.transaction_version(batch) is not None:
                 raise CommitConflictError(
                     f"batch {batch} was committed by another run meanwhile (version "

@@ -10,12 +10,12 @@ from collections.abc import Mapping
 
 from runner.errors import TableMismatchError
 from runner.index.bucket import HASH_FUNCTION
+from runner.index.layout import LAYOUT_KEYS, BucketLayout
 from runner.keygen import build_key_generator
 from runner.spec.model import Target
 
 FORMAT_VERSION = "1"
 PREFIX = "runner."
-BUCKETS = "runner.index.buckets"
 
 
 def table_settings(target: Target) -> dict[str, str]:
@@ -26,19 +26,25 @@ def table_settings(target: Target) -> dict[str, str]:
         "runner.index.type": target.index.type,
         "runner.index.hash.function": HASH_FUNCTION,
         "runner.index.hash.fields": ",".join(target.index.hash_fields),
-        BUCKETS: str(target.index.buckets),
+        **BucketLayout(target.index.buckets).to_configuration(),
         # the generator's own settings: type, fields, encodings, timestamp formats and zones
         **build_key_generator(target.key_generator).settings(),
     }
 
 
-def _fix_for(key: str, stored: str) -> str:
-    if key == BUCKETS:
-        return (
-            f"set index.buckets back to {stored}: the bucket count of an existing table "
-            "changes only by bucket expansion or by rewriting the table into a new path"
-        )
-    return "a table keeps the settings it was created with; write to a new target.path to change it"
+def _bucket_problem(target: Target, stored: Mapping[str, str]) -> str | None:
+    """The spec's bucket count may be the table's count when it was created or its count
+    now (after `runner expand`); anything else is a mistake worth stopping for."""
+    layout = BucketLayout.from_configuration(stored)
+    wanted = target.index.buckets
+    if wanted in (layout.default, layout.created):
+        return None
+    since = f" (created with {layout.created})" if layout.created != layout.default else ""
+    return (
+        f"  index.buckets: table has {str(layout.default)!r}{since}, spec has {str(wanted)!r} -> "
+        f"set index.buckets to {layout.default}: the bucket count of an existing table "
+        f"changes only with `runner expand SPEC --buckets {wanted}`"
+    )
 
 
 def check_table_settings(spec_path: str, target: Target, stored: Mapping[str, str]) -> None:
@@ -52,12 +58,16 @@ def check_table_settings(spec_path: str, target: Target, stored: Mapping[str, st
     lines = []
     for key, value in wanted.items():
         have = stored.get(key)
-        if have is not None and have != value:
+        if key not in LAYOUT_KEYS and have is not None and have != value:
             name = key.removeprefix(PREFIX)
             lines.append(
                 f"  {name}: table has {have!r}, spec {spec_path} has {value!r} -> "
-                + _fix_for(key, have)
+                "a table keeps the settings it was created with; write to a new "
+                "target.path to change it"
             )
+    bucket_problem = _bucket_problem(target, stored)
+    if bucket_problem:
+        lines.append(bucket_problem)
     if lines:
         raise TableMismatchError(
             f"the spec disagrees with the table at {target.path}:\n" + "\n".join(lines)

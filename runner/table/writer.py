@@ -140,7 +140,7 @@ class WriteJob:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            for key, part in _split_groups(pa.Table.from_batches([batch])):
+            for key, part in split_groups(pa.Table.from_batches([batch])):
                 if key != group and parts:
                     yield self._write_bucket(fs, root, token, seqno, group, parts)
                     parts = []
@@ -174,7 +174,7 @@ class WriteJob:
 
         name = data_file_name(self.file_ids[group], token, self.instant)
         rel = f"{group[0]}/{name}" if group[0] else name
-        out = _BucketFile(fs, f"{root}/{rel}", self.file_schema)
+        out = BucketFile(fs, f"{root}/{rel}", self.file_schema)
         for path in stored_paths:
             for batch in pq.ParquetFile(path, filesystem=fs).iter_batches():
                 kept = pa.Table.from_batches([batch])
@@ -182,11 +182,11 @@ class WriteJob:
                     kept = kept.filter(
                         pc.invert(pc.is_in(kept.column("_record_key"), decision.drop_keys))
                     )
-                out.write(_conform(kept, self.file_schema))
+                out.write(conform(kept, self.file_schema))
         new = decision.write
         seq_index = new.schema.get_field_index("_commit_seqno")
         out.write(
-            _conform(
+            conform(
                 new.set_column(seq_index, "_commit_seqno", seqno.take(len(new))), self.file_schema
             )
         )
@@ -220,7 +220,7 @@ class _SeqNo:
         return pc.binary_join_element_wise(f"{self.instant}_{self.partition}_", counter, "")
 
 
-def _split_groups(table: pa.Table) -> Iterator[tuple[tuple[str, int], pa.Table]]:
+def split_groups(table: pa.Table) -> Iterator[tuple[tuple[str, int], pa.Table]]:
     """Contiguous runs of equal (partition path, bucket) in a sorted table."""
     pp = table.column("_partition_path")
     bucket = table.column("_bucket")
@@ -232,7 +232,7 @@ def _split_groups(table: pa.Table) -> Iterator[tuple[tuple[str, int], pa.Table]]
         start = end
 
 
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """In the file schema's column order and types; columns a stored file lacks are null."""
     columns = [
         table.column(f.name) if f.name in table.column_names else pa.nulls(len(table), f.type)
@@ -241,7 +241,7 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, names=schema.names).cast(schema)
 
 
-class _BucketFile:
+class BucketFile:
     """One bucket's new parquet file, opened on the first rows, with running statistics."""
 
     def __init__(self, fs: pafs.FileSystem, full_path: str, schema: pa.Schema):

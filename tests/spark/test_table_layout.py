@@ -132,7 +132,7 @@ def test_a_spec_that_disagrees_with_the_table_is_refused(spark, loaded, tmp_path
     message = str(err.value)
     assert "index.buckets: table has '8'" in message and "'16'" in message
     assert "index.hash.fields: table has 'id'" in message
-    assert "bucket expansion" in message
+    assert "runner expand SPEC --buckets 16" in message
 
 
 def test_null_record_keys_stop_the_run_with_samples(spark, tmp_path):

@@ -1,0 +1,54 @@
+"""After a failed write: the files of a run that never committed are removed.
+
+They are invisible to every reader anyway (only the Delta log makes a file part of the
+table); removing them keeps the table directory clean. Every file a run writes, from any task
+attempt, ends with _<instant>.parquet, so the run's instant finds them all.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow.fs as pafs
+import structlog
+from pyspark.sql import SparkSession
+
+log = structlog.get_logger(__name__)
+
+
+def remove_uncommitted(spark: SparkSession, table_uri: str, instant: str) -> None:
+    """Wait for the failed job's other tasks, then remove every file of `instant`."""
+    _wait_for_running_tasks(spark)
+    _remove_files_of(table_uri, instant)
+
+
+def _wait_for_running_tasks(spark: SparkSession, timeout_s: float = 60.0) -> None:
+    """A failed job's other tasks may still be writing files: let them end before cleaning."""
+    tracker = spark.sparkContext._jsc.sc().statusTracker()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if sum(e.numRunningTasks() for e in tracker.getExecutorInfos()) == 0:
+            return
+        time.sleep(0.2)
+    log.warning("tasks_still_running", waited_s=timeout_s)
+
+
+def _remove_files_of(table_uri: str, instant: str) -> None:
+    """Best effort: a failed run's files are invisible anyway; don't leave them around.
+
+    Every file of a run, from any task attempt, ends with _<instant>.parquet.
+    """
+    fs, root = pafs.FileSystem.from_uri(table_uri)
+    try:
+        listing = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    except OSError:
+        return
+    removed = 0
+    for info in listing:
+        if info.type == pafs.FileType.File and info.path.endswith(f"_{instant}.parquet"):
+            try:
+                fs.delete_file(info.path)
+                removed += 1
+            except OSError:
+                log.warning("uncommitted_file_left", path=info.path)
+    log.info("uncommitted_files_removed", count=removed)

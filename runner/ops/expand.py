@@ -1,0 +1,377 @@
+"""Bucket expansion: plan it from the Delta log, rewrite the regrown partitions, one commit.
+
+multiple_rehash (N to k*N): pmod(h, k*N) mod N == pmod(h, N), so old bucket b holds exactly
+the rows of new buckets b, b+N, ..., b+(k-1)N. Each old bucket file is read by one Spark task
+and written into its new buckets by that task: the table's rows never cross a shuffle.
+overwrite (any N to any M): the rows are reshuffled by their new bucket.
+
+Either way the new files, the removal of the old ones and the new bucket counts are ONE
+Delta version (see table/layout_commit.py). A failure before it leaves the table as it was.
+"""
+
+from __future__ import annotations
+
+import difflib
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import structlog
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from runner import faults
+from runner.errors import RunnerError, UserError
+from runner.index.bucket import layout_bucket_column
+from runner.index.layout import PARTITION_BUCKETS, BucketLayout
+from runner.index.naming import new_file_id, new_instant
+from runner.ops.cleanup import remove_uncommitted
+from runner.ops.keys import BUCKET, PARTITION_PATH, RECORD_KEY
+from runner.ops.summary import human_size
+from runner.session import spark_session
+from runner.spec.model import PipelineSpec, Target
+from runner.table.commit import NewFile
+from runner.table.config import check_table_settings
+from runner.table.layout_commit import commit_relayout, local_root
+from runner.table.reader import read_files
+from runner.table.regroup_writer import REGROUP_RESULT_SCHEMA, RegroupJob
+from runner.table.snapshot import DataFile, TableSnapshot, open_table
+
+log = structlog.get_logger(__name__)
+
+POLICIES = ("multiple_rehash", "overwrite")
+# Spark packs small files into one read task; a rehash needs each old file in a task of its
+# own, whatever its size: no split, no packing.
+_ONE_FILE_PER_TASK = {
+    "spark.sql.files.maxPartitionBytes": str(1 << 50),
+    "spark.sql.files.openCostInBytes": str(1 << 50),
+}
+
+
+@dataclass(frozen=True)
+class PartitionChange:
+    partition_path: str
+    buckets_before: int
+    buckets_after: int
+    files: tuple[DataFile, ...]
+
+    @property
+    def rows(self) -> int:
+        return sum(f.num_records for f in self.files)
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+@dataclass(frozen=True)
+class ExpansionPlan:
+    table: str
+    version: int
+    policy: str
+    layout_before: BucketLayout
+    layout_after: BucketLayout
+    changes: tuple[PartitionChange, ...]
+
+    @property
+    def files(self) -> list[DataFile]:
+        return [f for c in self.changes for f in c.files]
+
+    def to_dict(self) -> dict:
+        return {
+            "table": self.table,
+            "version": self.version,
+            "policy": self.policy,
+            "buckets_before": _layout_dict(self.layout_before),
+            "buckets_after": _layout_dict(self.layout_after),
+            "partitions": [
+                {
+                    "partition": c.partition_path,
+                    "buckets_before": c.buckets_before,
+                    "buckets_after": c.buckets_after,
+                    "files_read": len(c.files),
+                    "rows": c.rows,
+                    "bytes_read": c.bytes,
+                }
+                for c in self.changes
+            ],
+            "files_read": len(self.files),
+            "bytes_read": sum(c.bytes for c in self.changes),
+            "rows": sum(c.rows for c in self.changes),
+            # the rows are copied, not changed: about as many bytes come out as go in
+            "bytes_written_estimate": sum(c.bytes for c in self.changes),
+            "shuffle": self.policy == "overwrite",
+        }
+
+    def render(self) -> str:
+        d = self.to_dict()
+        how = "a full reshuffle" if d["shuffle"] else "no shuffle: each old bucket split alone"
+        lines = [
+            f"expansion plan for {self.table} at version {self.version} ({self.policy}, {how})",
+            f"  buckets      {self.layout_before.describe()} -> {self.layout_after.describe()}",
+            f"  partitions   {len(self.changes)} regrown",
+        ]
+        for c in self.changes[:20]:
+            lines.append(
+                f"    {c.partition_path or '<table root>'}: {c.buckets_before} -> "
+                f"{c.buckets_after} buckets, {len(c.files)} file(s), {c.rows:,} rows, "
+                f"{human_size(c.bytes)}"
+            )
+        if len(self.changes) > 20:
+            lines.append(f"    ... and {len(self.changes) - 20} more")
+        lines.append(
+            f"  read         {d['files_read']} file(s), {human_size(d['bytes_read'])}; "
+            f"write about {human_size(d['bytes_written_estimate'])}"
+        )
+        return "\n".join(lines)
+
+
+@dataclass
+class ExpandSummary:
+    table: str
+    policy: str
+    instant: str
+    version: int | None = None
+    partitions: int = 0
+    rows: int = 0
+    files_read: int = 0
+    bytes_read: int = 0
+    files_written: int = 0
+    bytes_written: int = 0
+    shuffle: bool = False
+    seconds: float = 0.0
+    buckets_after: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def render(self) -> str:
+        return "\n".join(
+            [
+                f"expanded {self.table} ({self.policy}): committed version {self.version}",
+                f"  partitions   {self.partitions} regrown, {self.rows:,} rows moved",
+                f"  files        {self.files_read} read ({human_size(self.bytes_read)}), "
+                f"{self.files_written} written ({human_size(self.bytes_written)})",
+                f"  shuffle      {'yes (overwrite)' if self.shuffle else 'none'}",
+                f"  time         {self.seconds:.1f}s",
+            ]
+        )
+
+
+def plan_expansion(
+    snapshot: TableSnapshot,
+    target: Target,
+    buckets: int | None,
+    policy: str | None = None,
+    partitions: Sequence[str] = (),
+) -> ExpansionPlan:
+    """What an expansion would do, from the Delta log alone (no Spark, nothing written).
+
+    `buckets` None means the spec's factor times each partition's current count.
+    """
+    expansion = target.index.expansion
+    policy = policy or (expansion.policy if expansion.policy != "none" else "multiple_rehash")
+    if policy not in POLICIES:
+        raise UserError(f"unknown expansion policy {policy!r}; use one of {', '.join(POLICIES)}")
+    local_root(snapshot.uri)  # refuses object stores before any work
+    layout = BucketLayout.from_configuration(snapshot.configuration)
+    by_partition: dict[str, list[DataFile]] = {}
+    for f in snapshot.files():
+        by_partition.setdefault(f.partition_path, []).append(f)
+
+    whole_table = not partitions
+    chosen = sorted(by_partition) if whole_table else list(dict.fromkeys(partitions))
+    for pp in chosen:
+        if pp not in by_partition:
+            near = difflib.get_close_matches(pp, list(by_partition), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise UserError(f"partition {pp!r} holds no data in {snapshot.uri}{hint}")
+
+    counts: dict[str, int] = {}
+    changes = []
+    for pp in chosen:
+        before = layout.count_for(pp)
+        after = buckets or before * expansion.factor
+        _check_counts(pp, before, after, policy)
+        counts[pp] = after
+        if after != before:
+            changes.append(PartitionChange(pp, before, after, tuple(by_partition[pp])))
+    if whole_table:
+        default = buckets or layout.default * expansion.factor
+        _check_counts("the table's default", layout.default, default, policy)
+        layout_after = layout.with_counts(counts, default=default)
+    else:
+        layout_after = layout.with_counts(counts)
+    if layout_after == layout:
+        raise UserError(f"nothing to do: {snapshot.uri} already has {layout.describe()}")
+    return ExpansionPlan(
+        snapshot.uri, snapshot.version, policy, layout, layout_after, tuple(changes)
+    )
+
+
+def _check_counts(where: str, before: int, after: int, policy: str) -> None:
+    if policy == "multiple_rehash" and (after < before or after % before):
+        raise UserError(
+            f"multiple_rehash splits each bucket into k buckets, so it grows {where} from "
+            f"{before} buckets only to a multiple of {before} (got {after}); "
+            f"use --policy overwrite to reshuffle into {after} buckets"
+        )
+
+
+def run_expansion(
+    spark: SparkSession, snapshot: TableSnapshot, target: Target, plan: ExpansionPlan
+) -> ExpandSummary:
+    """Rewrite the plan's partitions into their new buckets and commit them in one version."""
+    started = time.perf_counter()
+    summary = ExpandSummary(snapshot.uri, plan.policy, new_instant())
+    summary.shuffle = plan.policy == "overwrite"
+    summary.buckets_after = _layout_dict(plan.layout_after)
+    log.info("expansion_started", table=snapshot.uri, policy=plan.policy, instant=summary.instant)
+    files = plan.files
+    if plan.policy == "multiple_rehash":
+        _check_one_file_per_bucket(files)
+    new_groups = [(c.partition_path, b) for c in plan.changes for b in range(c.buckets_after)]
+    job = RegroupJob(
+        snapshot.uri,
+        summary.instant,
+        snapshot.arrow_schema(),
+        {g: new_file_id(g[1]) for g in new_groups},
+        sorted_groups=plan.policy == "overwrite",
+        fault=faults.requested(),
+    )
+    saved = {k: spark.conf.get(k, None) for k in _ONE_FILE_PER_TASK}
+    try:
+        for key, value in _ONE_FILE_PER_TASK.items():
+            spark.conf.set(key, value)
+        frame = expansion_frame(spark, snapshot, target, plan)
+        results = frame.mapInArrow(job, from_arrow_schema(REGROUP_RESULT_SCHEMA)).collect()
+        added = [NewFile(r.path, r.size, r.stats) for r in results]
+        written_rows = sum(r.num_records for r in results)
+        if written_rows != sum(c.rows for c in plan.changes):
+            raise RunnerError(
+                f"expansion wrote {written_rows} rows for {sum(c.rows for c in plan.changes)} "
+                "read; nothing was committed"
+            )
+        faults.maybe_fail("before_commit")
+        configuration = {
+            k: v for k, v in snapshot.configuration.items() if k != PARTITION_BUCKETS
+        } | plan.layout_after.to_configuration()
+        summary.version = commit_relayout(
+            snapshot,
+            configuration,
+            added,
+            files,
+            {c.partition_path for c in plan.changes},
+            {
+                "operation": "expand",
+                "policy": plan.policy,
+                "instant": summary.instant,
+                "buckets_before": _layout_dict(plan.layout_before),
+                "buckets_after": _layout_dict(plan.layout_after),
+                "files_read": len(files),
+                "files_written": len(added),
+            },
+        )
+    except BaseException:
+        remove_uncommitted(spark, snapshot.uri, summary.instant)
+        raise
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+    summary.partitions = len(plan.changes)
+    summary.rows = written_rows
+    summary.files_read = len(files)
+    summary.bytes_read = sum(f.size for f in files)
+    summary.files_written = len(added)
+    summary.bytes_written = sum(f.size for f in added)
+    summary.seconds = round(time.perf_counter() - started, 3)
+    log.info("expansion_committed", **{k: v for k, v in summary.to_dict().items()})
+    return summary
+
+
+def expansion_frame(
+    spark: SparkSession, snapshot: TableSnapshot, target: Target, plan: ExpansionPlan
+) -> DataFrame:
+    """The stored rows of the regrown partitions, each with its new `_bucket`.
+
+    For multiple_rehash the plan is a file scan and a projection: no exchange.
+    """
+    rows = read_files(spark, snapshot, [f.path for f in plan.files])
+    counts = {c.partition_path: c.buckets_after for c in plan.changes}
+    new_bucket = layout_bucket_column(
+        target.index.hash_fields, counts, plan.layout_after.default, F.col(PARTITION_PATH)
+    )
+    rows = rows.withColumn(BUCKET, new_bucket)
+    if plan.policy == "multiple_rehash":
+        return rows
+    groups = sum(c.buckets_after for c in plan.changes)
+    shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
+    return rows.repartition(
+        max(1, min(groups, shuffle)), PARTITION_PATH, BUCKET
+    ).sortWithinPartitions(PARTITION_PATH, BUCKET, RECORD_KEY)
+
+
+def _check_one_file_per_bucket(files: list[DataFile]) -> None:
+    seen: dict[tuple[str, int], str] = {}
+    for f in files:
+        group = (f.partition_path, f.bucket)
+        if group in seen:
+            raise RunnerError(
+                f"bucket {f.bucket} of partition {f.partition_path!r} has two files "
+                f"({seen[group]}, {f.path}); multiple_rehash needs one file per bucket: "
+                "use --policy overwrite"
+            )
+        seen[group] = f.path
+
+
+def buckets_over(snapshot: TableSnapshot, max_bytes: int) -> list[str]:
+    """Partitions whose largest bucket file passes max_bytes: the automatic trigger."""
+    return sorted({f.partition_path for f in snapshot.files() if f.size > max_bytes})
+
+
+def _layout_dict(layout: BucketLayout) -> dict:
+    return {"default": layout.default, "partitions": dict(layout.partitions)}
+
+
+def expand_table(
+    spec: PipelineSpec,
+    buckets: int | None,
+    policy: str | None = None,
+    partitions: Sequence[str] = (),
+    dry_run: bool = False,
+    spark: SparkSession | None = None,
+    console_progress: bool = False,
+) -> tuple[ExpansionPlan, ExpandSummary | None]:
+    """`runner expand`: plan from the Delta log; unless dry_run, start Spark and do it."""
+    target = spec.target
+    snapshot = open_table(target.path)
+    if snapshot is None:
+        raise UserError(f"no table at {target.path} yet: run the pipeline first")
+    check_table_settings(spec.file, target, snapshot.configuration)
+    plan = plan_expansion(snapshot, target, buckets, policy, partitions)
+    log.info("expansion_planned", **{k: v for k, v in plan.to_dict().items() if k != "partitions"})
+    if dry_run:
+        return plan, None
+    spark = spark or spark_session(spec.spark, f"{spec.name}-expand", console_progress)
+    return plan, run_expansion(spark, snapshot, target, plan)
+
+
+def expand_if_due(spark: SparkSession, spec: PipelineSpec) -> ExpandSummary | None:
+    """After a commit: grow, by the spec's policy and factor, the partitions whose largest
+    bucket file passed index.expansion.max_bucket_bytes."""
+    expansion = spec.target.index.expansion
+    if expansion.policy == "none" or not expansion.max_bucket_bytes:
+        return None
+    snapshot = open_table(spec.target.path)
+    if snapshot is None:
+        return None
+    hot = buckets_over(snapshot, expansion.max_bucket_bytes)
+    if not hot:
+        return None
+    log.info("expansion_due", partitions=hot, max_bucket_bytes=expansion.max_bucket_bytes)
+    plan = plan_expansion(snapshot, spec.target, None, expansion.policy, hot)
+    return run_expansion(spark, snapshot, spec.target, plan)

@@ -1,0 +1,123 @@
+"""`runner inspect`: rows and bytes per partition and bucket, and the skew, from the Delta log.
+
+Everything comes from the log's file statistics: no data file is read and no JVM starts.
+Skew is the largest bucket over the mean bucket of a partition (empty buckets count, with
+0 bytes): 1.0 is a perfectly even spread; a partition whose largest bucket is far above
+the mean, or whose buckets are all large, is a candidate for `runner expand`.
+"""
+
+from __future__ import annotations
+
+from runner.errors import UserError
+from runner.index.layout import BucketLayout
+from runner.ops.summary import human_size
+from runner.table.snapshot import open_table
+
+PLOTTED_PARTITIONS = 12
+
+
+def inspect_table(uri: str) -> dict:
+    snapshot = open_table(uri)
+    if snapshot is None:
+        raise UserError(f"no Delta table at {uri}")
+    if "runner.format.version" not in snapshot.configuration:
+        raise UserError(f"{uri} is a Delta table not written by runner (no runner.* settings)")
+    layout = BucketLayout.from_configuration(snapshot.configuration)
+    partitions: dict[str, dict[int, dict[str, int]]] = {}
+    for f in snapshot.files():
+        bucket = partitions.setdefault(f.partition_path, {}).setdefault(
+            f.bucket, {"rows": 0, "bytes": 0, "files": 0}
+        )
+        bucket["rows"] += f.num_records
+        bucket["bytes"] += f.size
+        bucket["files"] += 1
+    report_partitions = []
+    for pp in sorted(partitions):
+        count = layout.count_for(pp)
+        buckets = [
+            {"bucket": b, **partitions[pp].get(b, {"rows": 0, "bytes": 0, "files": 0})}
+            for b in range(max(count, max(partitions[pp]) + 1))
+        ]
+        sizes = [b["bytes"] for b in buckets]
+        mean = sum(sizes) / len(sizes)
+        report_partitions.append(
+            {
+                "partition": pp,
+                "buckets": count,
+                "rows": sum(b["rows"] for b in buckets),
+                "bytes": sum(sizes),
+                "files": sum(b["files"] for b in buckets),
+                "largest_bucket_bytes": max(sizes),
+                "empty_buckets": sum(1 for b in buckets if b["files"] == 0),
+                "skew": round(max(sizes) / mean, 3) if mean else 0.0,
+                "bucket_detail": buckets,
+            }
+        )
+    return {
+        "table": uri,
+        "version": snapshot.version,
+        "buckets_default": layout.default,
+        "buckets_by_partition": dict(layout.partitions),
+        "partitions": report_partitions,
+        "rows": sum(p["rows"] for p in report_partitions),
+        "bytes": sum(p["bytes"] for p in report_partitions),
+        "files": sum(p["files"] for p in report_partitions),
+    }
+
+
+def render_report(report: dict) -> str:
+    lines = [
+        f"{report['table']}  version {report['version']}  {report['rows']:,} rows  "
+        f"{human_size(report['bytes'])} in {report['files']} file(s)",
+        f"buckets: {report['buckets_default']} per partition"
+        + (
+            f", own counts: {report['buckets_by_partition']}"
+            if report["buckets_by_partition"]
+            else ""
+        ),
+        "",
+        f"{'partition':<32} {'buckets':>7} {'empty':>5} {'rows':>12} {'bytes':>10} "
+        f"{'largest':>10} {'skew':>5}",
+    ]
+    for p in report["partitions"]:
+        name = p["partition"] or "<table root>"
+        lines.append(
+            f"{name[:32]:<32} {p['buckets']:>7} {p['empty_buckets']:>5} {p['rows']:>12,} "
+            f"{human_size(p['bytes']):>10} {human_size(p['largest_bucket_bytes']):>10} "
+            f"{p['skew']:>5.2f}"
+        )
+    return "\n".join(lines)
+
+
+def plot_report(report: dict, path: str) -> None:
+    """A bar chart of bucket sizes, one panel per partition (the largest ones first)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise UserError("--plot needs matplotlib: pip install 'runner[plot]'") from exc
+    shown = sorted(report["partitions"], key=lambda p: -p["bytes"])[:PLOTTED_PARTITIONS]
+    if not shown:
+        raise UserError(f"{report['table']} holds no data: nothing to plot")
+    cols = min(3, len(shown))
+    rows = (len(shown) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3 * rows), squeeze=False)
+    for ax, p in zip(axes.flat, shown, strict=False):
+        sizes = [b["bytes"] / 1024 for b in p["bucket_detail"]]
+        mean = sum(sizes) / len(sizes)
+        ax.bar(range(len(sizes)), sizes, color="#4C72B0")
+        ax.axhline(mean, color="#DD8452", linestyle="--", label=f"mean {mean:,.1f} KiB")
+        ax.set_title(
+            f"{p['partition'] or '<table root>'}: {p['buckets']} buckets, skew {p['skew']:.2f}"
+        )
+        ax.set_xlabel("bucket")
+        ax.set_ylabel("KiB")
+        ax.legend(loc="upper right", fontsize="small")
+    for ax in list(axes.flat)[len(shown) :]:
+        ax.axis("off")
+    fig.suptitle(f"{report['table']} (version {report['version']}): bucket sizes")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

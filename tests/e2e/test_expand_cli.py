@@ -1,0 +1,74 @@
+"""`runner plan`, `runner expand` and `runner inspect` as a user runs them, on the quickstart."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from tests.reference import bucket_of
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNNER = [sys.executable, "-m", "runner"]
+
+
+def _runner(work: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*RUNNER, *args], cwd=work, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.mark.e2e
+def test_plan_expand_inspect_then_the_next_run(tmp_path):
+    shutil.copytree(
+        ROOT / "pipelines", tmp_path / "pipelines", ignore=shutil.ignore_patterns("warehouse")
+    )
+    assert _runner(tmp_path, "pipelines/quickstart.yaml").returncode == 0
+    table = tmp_path / "pipelines" / "warehouse" / "trips"
+
+    # plan: from the Delta log only, no JVM, nothing changed
+    planned = _runner(tmp_path, "plan", "pipelines/quickstart.yaml", "--buckets", "32", "--json")
+    assert planned.returncode == 0, planned.stderr
+    assert "spark_starting" not in planned.stderr
+    plan = json.loads(planned.stdout)["plan"]
+    assert plan["buckets_before"]["default"] == 16 and plan["buckets_after"]["default"] == 32
+    assert plan["files_read"] == len(DeltaTable(str(table)).file_uris())
+    assert len(plan["partitions"]) == 5 and not plan["shuffle"]
+    assert DeltaTable(str(table)).version() == 1
+
+    refused = _runner(tmp_path, "expand", "pipelines/quickstart.yaml", "--buckets", "24")
+    assert refused.returncode == 2
+    assert "use --policy overwrite" in refused.stderr
+    assert "spark_starting" not in refused.stderr
+
+    done = _runner(tmp_path, "expand", "pipelines/quickstart.yaml", "--buckets", "32")
+    assert done.returncode == 0, done.stderr
+    assert "committed version 2" in done.stdout and "shuffle      none" in done.stdout
+
+    inspected = _runner(tmp_path, "inspect", str(table), "--json", "--plot", "buckets.png")
+    assert inspected.returncode == 0, inspected.stderr
+    report = json.loads(inspected.stdout)
+    rows = DeltaTable(str(table)).to_pyarrow_table().to_pandas()
+    assert report["version"] == 2 and report["rows"] == len(rows)
+    by_bucket = rows.groupby(["_partition_path", "_bucket"]).size()
+    for part in report["partitions"]:
+        assert part["buckets"] == len(part["bucket_detail"]) == 32
+        for b in part["bucket_detail"]:
+            assert b["rows"] == by_bucket.get((part["partition"], b["bucket"]), 0)
+    png = (tmp_path / "buckets.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+
+    # the spec still says 16 (the count the table was created with): the next run writes
+    # into the 32-bucket layout
+    corrections = _runner(tmp_path, "pipelines/quickstart_corrections.yaml")
+    assert corrections.returncode == 0, corrections.stderr
+    assert "committed version 3" in corrections.stdout
+    after = DeltaTable(str(table)).to_pyarrow_table().to_pandas()
+    assert (after["_commit_time"] > rows["_commit_time"].max()).any(), "the run wrote rows"
+    for trip_id, bucket in zip(after["trip_id"], after["_bucket"], strict=True):
+        assert bucket == bucket_of((str(trip_id),), 32)
