@@ -50,9 +50,13 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=200_000, help="table size (default 200000)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per system (median)")
     parser.add_argument("--buckets", type=int, default=16)
+    parser.add_argument(
+        "--only", choices=["write", "expand"], help="run one group of scenarios (default: all)"
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/results/write.json"))
     args = parser.parse_args()
 
+    from bench.expand import run_expand_benchmarks
     from bench.write import run_write_benchmarks
     from runner import logs
     from runner.session import spark_session
@@ -63,7 +67,13 @@ def main() -> None:
         SparkSettings(master="local[2]", conf={"spark.ui.enabled": "false"}), "bench", False
     )
     with tempfile.TemporaryDirectory(prefix="runner-bench-") as tmp:
-        results = run_write_benchmarks(spark, Path(tmp), args.rows, args.repeats, args.buckets)
+        results = []
+        if args.only in (None, "write"):
+            results += run_write_benchmarks(spark, Path(tmp), args.rows, args.repeats, args.buckets)
+        if args.only in (None, "expand"):
+            results += run_expand_benchmarks(
+                spark, Path(tmp), args.rows, args.repeats, args.buckets
+            )
     results.append(
         {
             "scenario": "runner validate (2 specs, whole process)",

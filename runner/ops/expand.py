@@ -35,18 +35,24 @@ from runner.table.commit import NewFile
 from runner.table.config import check_table_settings
 from runner.table.layout_commit import commit_relayout, local_root
 from runner.table.reader import read_files
-from runner.table.regroup_writer import REGROUP_RESULT_SCHEMA, RegroupJob
+from runner.table.regroup_writer import OLD_BUCKET, REGROUP_RESULT_SCHEMA, RegroupJob
 from runner.table.snapshot import DataFile, TableSnapshot, open_table
 
 log = structlog.get_logger(__name__)
 
 POLICIES = ("multiple_rehash", "overwrite")
-# Spark packs small files into one read task; a rehash needs each old file in a task of its
-# own, whatever its size: no split, no packing.
-_ONE_FILE_PER_TASK = {
-    "spark.sql.files.maxPartitionBytes": str(1 << 50),
-    "spark.sql.files.openCostInBytes": str(1 << 50),
-}
+# Spark may split a large file between read tasks; a rehash needs each old bucket file read
+# whole by one task (its rows alone make up its new buckets). Files are split only when
+# longer than min(maxPartitionBytes, max(openCostInBytes, bytes per core)): raising both
+# settings to the largest file's size rules that out, and small files still share tasks.
+_DEFAULT_MAX_PARTITION_BYTES = 128 << 20
+
+
+def _whole_file_reads(largest_file: int) -> dict[str, str]:
+    return {
+        "spark.sql.files.maxPartitionBytes": str(max(largest_file, _DEFAULT_MAX_PARTITION_BYTES)),
+        "spark.sql.files.openCostInBytes": str(max(largest_file, 1)),
+    }
 
 
 @dataclass(frozen=True)
@@ -240,9 +246,10 @@ def run_expansion(
         sorted_groups=plan.policy == "overwrite",
         fault=faults.requested(),
     )
-    saved = {k: spark.conf.get(k, None) for k in _ONE_FILE_PER_TASK}
+    read_conf = _whole_file_reads(max((f.size for f in files), default=0))
+    saved = {k: spark.conf.get(k, None) for k in read_conf}
     try:
-        for key, value in _ONE_FILE_PER_TASK.items():
+        for key, value in read_conf.items():
             spark.conf.set(key, value)
         frame = expansion_frame(spark, snapshot, target, plan)
         results = frame.mapInArrow(job, from_arrow_schema(REGROUP_RESULT_SCHEMA)).collect()
@@ -305,7 +312,7 @@ def expansion_frame(
     new_bucket = layout_bucket_column(
         target.index.hash_fields, counts, plan.layout_after.default, F.col(PARTITION_PATH)
     )
-    rows = rows.withColumn(BUCKET, new_bucket)
+    rows = rows.withColumn(OLD_BUCKET, F.col(BUCKET)).withColumn(BUCKET, new_bucket)
     if plan.policy == "multiple_rehash":
         return rows
     groups = sum(c.buckets_after for c in plan.changes)

@@ -220,10 +220,12 @@ class _SeqNo:
         return pc.binary_join_element_wise(f"{self.instant}_{self.partition}_", counter, "")
 
 
-def split_groups(table: pa.Table) -> Iterator[tuple[tuple[str, int], pa.Table]]:
+def split_groups(
+    table: pa.Table, bucket_column: str = "_bucket"
+) -> Iterator[tuple[tuple[str, int], pa.Table]]:
     """Contiguous runs of equal (partition path, bucket) in a sorted table."""
     pp = table.column("_partition_path")
-    bucket = table.column("_bucket")
+    bucket = table.column(bucket_column)
     keys = pc.binary_join_element_wise(pp, pc.cast(bucket, pa.string()), "\x00")
     ends = pc.run_end_encode(keys.combine_chunks()).run_ends.to_pylist()
     start = 0

@@ -1,0 +1,74 @@
+"""Expansion benchmarks: multiple_rehash beside overwrite and beside a plain pyarrow copy.
+
+The same R-row table (N buckets x 8 partitions) is grown to 2N buckets each way, from a
+fresh copy each time. The pyarrow copy reads and rewrites every file of the table with the
+same compression and no other work: the floor any rewrite of the table pays.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
+from bench.write import checksum, make_rows, spec_file, timed
+from runner.ops.expand import expand_table
+from runner.ops.run import run_pipeline
+
+
+def run_expand_benchmarks(spark, work: Path, rows: int, repeats: int, buckets: int) -> list[dict]:
+    src = work / "expand_src"
+    src.mkdir(parents=True)
+    base = make_rows(rows, seed=5)
+    pq.write_table(base, src / "part-0.parquet")
+    expected = checksum(base)
+    pristine = work / "expand_pristine"
+    run_pipeline(spec_file(work, "expand_load", "bulk_insert", src, pristine, buckets), spark=spark)
+    table = work / "expand_table"
+    spec = spec_file(work, "expand", "upsert", src, table, buckets)
+
+    def fresh() -> None:
+        shutil.rmtree(table, ignore_errors=True)
+        shutil.copytree(pristine, table)
+
+    times = {}
+    for policy in ("multiple_rehash", "overwrite"):
+        times[policy] = timed(
+            repeats, fresh, lambda p=policy: expand_table(spec, 2 * buckets, p, spark=spark)
+        )
+        after = DeltaTable(str(table)).to_pyarrow_table()
+        assert checksum(after) == expected, policy
+        assert max(after.column("_bucket").to_pylist()) >= buckets, policy
+
+    copy_dir = work / "expand_copy"
+    files = DeltaTable(str(pristine)).file_uris()
+
+    def copy_files() -> None:
+        def one(i_path: tuple[int, str]) -> None:
+            i, path = i_path
+            pq.write_table(pq.read_table(path), copy_dir / f"{i}.parquet", compression="zstd")
+
+        with ThreadPoolExecutor(max_workers=2) as pool:  # the 2 cores Spark gets
+            list(pool.map(one, enumerate(files)))
+
+    times["copy"] = timed(
+        repeats,
+        lambda: (shutil.rmtree(copy_dir, ignore_errors=True), copy_dir.mkdir()),
+        copy_files,
+    )
+    assert checksum(pq.read_table(copy_dir)) == expected
+    return [
+        {
+            "scenario": f"expand {buckets} -> {2 * buckets} buckets, {rows:,} rows x 8 "
+            "partitions: multiple_rehash",
+            "runner_s": statistics.median(times["multiple_rehash"]),
+            "peers": {
+                "runner overwrite (reshuffle)": statistics.median(times["overwrite"]),
+                "pyarrow copy of the files (floor)": statistics.median(times["copy"]),
+            },
+        }
+    ]

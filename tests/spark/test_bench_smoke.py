@@ -1,0 +1,17 @@
+"""The benchmark scenarios at the smallest size: they run and their result checks pass.
+
+No timing is asserted here; figures come from `python -m bench` (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+from bench.expand import run_expand_benchmarks
+from bench.write import run_write_benchmarks
+
+
+def test_benchmark_scenarios_run_and_check_their_results(spark, tmp_path):
+    results = run_write_benchmarks(spark, tmp_path / "w", rows=800, repeats=1, buckets=2)
+    results += run_expand_benchmarks(spark, tmp_path / "e", rows=800, repeats=1, buckets=2)
+    assert len(results) == 4
+    for r in results:
+        assert r["runner_s"] > 0 and all(s > 0 for s in r["peers"].values()), r
