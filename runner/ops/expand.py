@@ -35,7 +35,13 @@ from runner.table.commit import NewFile
 from runner.table.config import check_table_settings
 from runner.table.layout_commit import commit_relayout, local_root
 from runner.table.reader import read_files
-from runner.table.regroup_writer import OLD_BUCKET, REGROUP_RESULT_SCHEMA, RegroupJob
+from runner.table.regroup_writer import (
+    REGROUP_RESULT_SCHEMA,
+    ROW_INDEX,
+    SOURCE_FILE,
+    RegroupJob,
+    RehashJob,
+)
 from runner.table.snapshot import DataFile, TableSnapshot, open_table
 
 log = structlog.get_logger(__name__)
@@ -238,14 +244,14 @@ def run_expansion(
     if plan.policy == "multiple_rehash":
         _check_one_file_per_bucket(files)
     new_groups = [(c.partition_path, b) for c in plan.changes for b in range(c.buckets_after)]
-    job = RegroupJob(
-        snapshot.uri,
-        summary.instant,
-        snapshot.arrow_schema(),
-        {g: new_file_id(g[1]) for g in new_groups},
-        sorted_groups=plan.policy == "overwrite",
-        fault=faults.requested(),
-    )
+    file_ids = {g: new_file_id(g[1]) for g in new_groups}
+    schema, fault = snapshot.arrow_schema(), faults.requested()
+    if plan.policy == "multiple_rehash":
+        root = str(local_root(snapshot.uri)).rstrip("/")
+        local_files = {f"{root}/{f.path}": f.path for f in files}
+        job = RehashJob(snapshot.uri, summary.instant, schema, file_ids, local_files, fault)
+    else:
+        job = RegroupJob(snapshot.uri, summary.instant, schema, file_ids, fault)
     read_conf = _whole_file_reads(max((f.size for f in files), default=0))
     saved = {k: spark.conf.get(k, None) for k in read_conf}
     try:
@@ -303,23 +309,32 @@ def run_expansion(
 def expansion_frame(
     spark: SparkSession, snapshot: TableSnapshot, target: Target, plan: ExpansionPlan
 ) -> DataFrame:
-    """The stored rows of the regrown partitions, each with its new `_bucket`.
+    """What the expansion's writer tasks receive, with each row's new `_bucket`.
 
-    For multiple_rehash the plan is a file scan and a projection: no exchange.
+    multiple_rehash: only the bucket function's inputs are read, and each row goes out as
+    (its file, its row index, partition path, new bucket): a scan and a projection, no
+    exchange; the writer reads the rows themselves from the file. overwrite: whole rows,
+    shuffled by (partition path, new bucket) and sorted by key.
     """
     rows = read_files(spark, snapshot, [f.path for f in plan.files])
     counts = {c.partition_path: c.buckets_after for c in plan.changes}
     new_bucket = layout_bucket_column(
         target.index.hash_fields, counts, plan.layout_after.default, F.col(PARTITION_PATH)
     )
-    rows = rows.withColumn(OLD_BUCKET, F.col(BUCKET)).withColumn(BUCKET, new_bucket)
     if plan.policy == "multiple_rehash":
-        return rows
+        return rows.select(
+            F.col("_metadata.file_path").alias(SOURCE_FILE),
+            F.col("_metadata.row_index").alias(ROW_INDEX),
+            F.col(PARTITION_PATH),
+            new_bucket.alias(BUCKET),
+        )
     groups = sum(c.buckets_after for c in plan.changes)
     shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
-    return rows.repartition(
-        max(1, min(groups, shuffle)), PARTITION_PATH, BUCKET
-    ).sortWithinPartitions(PARTITION_PATH, BUCKET, RECORD_KEY)
+    return (
+        rows.withColumn(BUCKET, new_bucket)
+        .repartition(max(1, min(groups, shuffle)), PARTITION_PATH, BUCKET)
+        .sortWithinPartitions(PARTITION_PATH, BUCKET, RECORD_KEY)
+    )
 
 
 def _check_one_file_per_bucket(files: list[DataFile]) -> None:

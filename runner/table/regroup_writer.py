@@ -1,10 +1,10 @@
-"""The executor-side writer of a bucket expansion: stored rows into their new buckets' files.
+"""The executor-side writers of a bucket expansion: stored rows into their new buckets' files.
 
-Rows arrive with their new `_bucket` computed by Spark and their old one in OLD_BUCKET.
-With multiple_rehash a task reads whole old bucket files, one after another, and the rows
-of old bucket b can only go to buckets b, b+N, ...: so the task keeps the new files of ONE
-old bucket open (at most the expansion factor) and closes them when the next old bucket's
-rows begin. No shuffle, and few open files. With overwrite the rows come shuffled and
+multiple_rehash (RehashJob): Spark reads only what the bucket function needs (the hash
+fields, plus each row's file and row index) and computes the new buckets; the task then
+reads each old bucket file whole with pyarrow and streams its rows into the files of its new
+buckets b, b+N, ... (at most k open). The table's rows never pass through Spark rows or a
+shuffle, like the merge handle of a write. overwrite (RegroupJob): the rows come shuffled and
 sorted by (partition path, new bucket), and each file is closed when its group ends.
 Rows are copied as they are: only `_bucket` changes.
 """
@@ -13,9 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from urllib.parse import unquote, urlparse
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from runner import faults
 from runner.errors import RunnerError
@@ -23,7 +27,10 @@ from runner.index.naming import data_file_name
 from runner.table.writer import BucketFile, conform, split_groups
 
 Group = tuple[str, int]
-OLD_BUCKET = "__runner_old_bucket"
+SOURCE_FILE = "__runner_source_file"
+ROW_INDEX = "__runner_row_index"
+PARTITION_PATH = "_partition_path"
+BUCKET = "_bucket"
 
 REGROUP_RESULT_SCHEMA = pa.schema(
     [
@@ -37,54 +44,37 @@ REGROUP_RESULT_SCHEMA = pa.schema(
 )
 
 
-@dataclass(frozen=True)
-class RegroupJob:
-    """The function handed to mapInArrow; picklable, so it travels to the executors."""
+class _Outputs:
+    """The open new-bucket files of a task, and the result row of each closed one."""
 
-    table_uri: str
-    instant: str
-    file_schema: pa.Schema
-    file_ids: dict[Group, str]
-    sorted_groups: bool  # True: rows arrive sorted by new bucket (overwrite)
-    fault: str | None = None
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def __init__(self, job_uri: str, instant: str, schema: pa.Schema, file_ids, fault):
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
-        token = f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.attemptNumber()}" if ctx else "0-0-0"
-        fs, root = pafs.FileSystem.from_uri(self.table_uri)
-        open_files: dict[Group, tuple[str, BucketFile]] = {}
-        closed: set[Group] = set()
-        source: Group | None = None  # the old bucket (or sorted group) being read
-        run_column = "_bucket" if self.sorted_groups else OLD_BUCKET
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            for run_key, run in split_groups(pa.Table.from_batches([batch]), run_column):
-                if run_key != source:
-                    yield from self._close_all(open_files, closed)
-                    source = run_key
-                if not self.sorted_groups:
-                    run = run.sort_by([("_bucket", "ascending")])
-                for group, rows in split_groups(run):
-                    if group in closed:
-                        raise RunnerError(
-                            f"rows of bucket {group[1]} of {group[0]!r} arrived after its file "
-                            "was closed; nothing was committed"
-                        )
-                    if group not in open_files:
-                        name = data_file_name(self.file_ids[group], token, self.instant)
-                        rel = f"{group[0]}/{name}" if group[0] else name
-                        out = BucketFile(fs, f"{root}/{rel}", self.file_schema)
-                        open_files[group] = (rel, out)
-                    open_files[group][1].write(conform(rows, self.file_schema))
-        yield from self._close_all(open_files, closed)
+        self.token = (
+            f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.attemptNumber()}" if ctx else "0-0-0"
+        )
+        self.fs, self.root = pafs.FileSystem.from_uri(job_uri)
+        self.instant, self.schema, self.file_ids, self.fault = instant, schema, file_ids, fault
+        self.open: dict[Group, tuple[str, BucketFile]] = {}
+        self.closed: set[Group] = set()
 
-    def _close_all(self, open_files: dict[Group, tuple[str, BucketFile]], closed: set[Group]):
-        for (pp, bucket), (rel, out) in sorted(open_files.items()):
+    def write(self, group: Group, rows: pa.Table) -> None:
+        if group in self.closed:
+            raise RunnerError(
+                f"rows of bucket {group[1]} of {group[0]!r} arrived after its file was "
+                "closed; nothing was committed"
+            )
+        if group not in self.open:
+            name = data_file_name(self.file_ids[group], self.token, self.instant)
+            rel = f"{group[0]}/{name}" if group[0] else name
+            self.open[group] = (rel, BucketFile(self.fs, f"{self.root}/{rel}", self.schema))
+        self.open[group][1].write(conform(rows, self.schema))
+
+    def close_all(self) -> Iterator[pa.RecordBatch]:
+        for (pp, bucket), (rel, out) in sorted(self.open.items()):
             out.close()
-            closed.add((pp, bucket))
+            self.closed.add((pp, bucket))
             faults.maybe_fail("after_bucket_file", self.fault or "")
             row = {
                 "partition_path": pp,
@@ -95,4 +85,89 @@ class RegroupJob:
                 "stats": out.stats.to_json(),
             }
             yield pa.RecordBatch.from_pylist([row], schema=REGROUP_RESULT_SCHEMA)
-        open_files.clear()
+        self.open.clear()
+
+
+@dataclass(frozen=True)
+class RehashJob:
+    """mapInArrow over (SOURCE_FILE, ROW_INDEX, _partition_path, _bucket) rows of old files.
+
+    `files` maps each old file's local path to its table-relative path.
+    """
+
+    table_uri: str
+    instant: str
+    file_schema: pa.Schema
+    file_ids: dict[Group, str]
+    files: dict[str, str]
+    fault: str | None = None
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        out = _Outputs(self.table_uri, self.instant, self.file_schema, self.file_ids, self.fault)
+        current: str | None = None
+        pieces: list[pa.RecordBatch] = []
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            paths = batch.column(SOURCE_FILE)
+            ends = pc.run_end_encode(paths).run_ends.to_pylist()
+            start = 0
+            for end in ends:
+                path = paths[start].as_py()
+                if path != current:
+                    if current is not None:
+                        yield from self._split_file(out, current, pieces)
+                    current, pieces = path, []
+                pieces.append(batch.slice(start, end - start))
+                start = end
+        if current is not None:
+            yield from self._split_file(out, current, pieces)
+
+    def _split_file(self, out: _Outputs, spark_path: str, pieces) -> Iterator[pa.RecordBatch]:
+        local = unquote(urlparse(spark_path).path)
+        if local not in self.files:
+            raise RunnerError(f"Spark read {spark_path}, which is not a file of this expansion")
+        keys = pa.Table.from_batches(pieces)
+        pp = keys.column(PARTITION_PATH)[0].as_py()
+        rows = pq.ParquetFile(local, filesystem=out.fs)
+        count = rows.metadata.num_rows
+        if keys.num_rows != count:
+            raise RunnerError(f"{local}: Spark read {keys.num_rows} of its {count} rows")
+        # the new bucket of every row, in file order, whatever order Spark gave them in
+        buckets = np.full(count, -1, dtype=np.int32)
+        buckets[keys.column(ROW_INDEX).to_numpy()] = keys.column(BUCKET).to_numpy()
+        if (buckets < 0).any():
+            raise RunnerError(f"{local}: Spark did not read every row of it once")
+        offset = 0
+        for batch in rows.iter_batches():
+            part = pa.Table.from_batches([batch])
+            new = pa.array(buckets[offset : offset + part.num_rows])
+            offset += part.num_rows
+            part = part.set_column(part.schema.get_field_index(BUCKET), BUCKET, new)
+            for bucket in pc.unique(new).to_pylist():
+                out.write((pp, bucket), part.filter(pc.equal(new, bucket)))
+        yield from out.close_all()
+
+
+@dataclass(frozen=True)
+class RegroupJob:
+    """mapInArrow over whole rows, shuffled and sorted by (partition path, new bucket)."""
+
+    table_uri: str
+    instant: str
+    file_schema: pa.Schema
+    file_ids: dict[Group, str]
+    fault: str | None = None
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        out = _Outputs(self.table_uri, self.instant, self.file_schema, self.file_ids, self.fault)
+        current: Group | None = None
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            for group, rows in split_groups(pa.Table.from_batches([batch])):
+                if group != current:
+                    yield from out.close_all()
+                    current = group
+                out.write(group, rows)
+        yield from out.close_all()
