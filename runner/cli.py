@@ -48,6 +48,7 @@ def cli(ctx: click.Context, debug: bool, log_format: str) -> None:
       runner plan PIPELINE.yaml --buckets 32     what an expansion would do
       runner expand PIPELINE.yaml --buckets 32   grow the table's buckets
       runner inspect TABLE_DIR        rows, bytes and skew per bucket
+      runner clean PIPELINE.yaml      remove files no reader needs
     """
     from runner import logs
 
@@ -259,6 +260,39 @@ def _expand(spec, buckets, policy, partitions, as_json, dry_run) -> None:
         return
     click.echo(planned.render())
     click.echo("dry run: nothing was changed" if done is None else done.render())
+
+
+@cli.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option(
+    "--retain-commits",
+    type=click.IntRange(min=1),
+    help="Keep every file of this many latest versions (default: target.cleaning).",
+)
+@click.option(
+    "--min-age-hours",
+    type=click.IntRange(min=0),
+    help="Never remove files younger than this; a run may still be writing them.",
+)
+@click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def clean(
+    spec: str,
+    retain_commits: int | None,
+    min_age_hours: int | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Remove data files that no reader of the latest versions needs.
+
+    Removes files replaced before the last --retain-commits versions and files that no
+    version ever committed (left by a killed run). Starts no JVM.
+    """
+    from runner.ops.clean import clean_table
+    from runner.spec import load_spec
+
+    done = clean_table(load_spec(spec), retain_commits, min_age_hours, dry_run)
+    click.echo(json.dumps(done.to_dict(), indent=2) if as_json else done.render())
 
 
 @cli.command()

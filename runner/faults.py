@@ -1,13 +1,24 @@
-"""Fault injection for crash tests: RUNNER_FAULT=<point> makes the run fail at that point.
+"""Fault injection for crash tests: RUNNER_FAULT makes a run fail, or stop, at a given point.
 
-Used by the tests to prove that a run failing at a given step leaves the table as it was.
+    RUNNER_FAULT=<point>        raise InjectedFault there (the run's own cleanup then runs)
+    RUNNER_FAULT=<point>:hold   create the file RUNNER_FAULT_MARKER there and wait, so a test
+                                can SIGKILL the process at exactly that point
+
+Points: keyed (the batch is read and keyed, nothing written), after_bucket_file (on an
+executor, a bucket file is complete), before_commit (every file written), after_commit
+(committed, the run not yet finished). Used by the tests to prove that a run failing or
+killed at any of them leaves the table at a version a reader can use.
 """
 
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 
 from runner.errors import RunnerError
+
+HOLD_SECONDS = 600
 
 
 class InjectedFault(RunnerError):
@@ -15,10 +26,18 @@ class InjectedFault(RunnerError):
 
 
 def requested() -> str | None:
-    """The fault point asked for, read on the driver (executors get it from their job)."""
+    """The fault asked for, read on the driver (executors get it from their job)."""
     return os.environ.get("RUNNER_FAULT")
 
 
 def maybe_fail(point: str, active: str | None = None) -> None:
-    if (active if active is not None else requested()) == point:
-        raise InjectedFault(f"injected fault at {point} (RUNNER_FAULT={point})")
+    wanted = active if active is not None else requested()
+    name, _, action = (wanted or "").partition(":")
+    if name != point:
+        return
+    if action == "hold":
+        marker = os.environ.get("RUNNER_FAULT_MARKER")
+        if marker:
+            Path(marker).write_text(f"{point} {os.getpid()}\n")
+        time.sleep(HOLD_SECONDS)
+    raise InjectedFault(f"injected fault at {point} (RUNNER_FAULT={wanted})")

@@ -66,7 +66,7 @@ def log_actions(table: Path, version: int) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
 
 
-def live_paths(table: Path) -> set[str]:
-    """Relative paths of the table's live files, as the Delta log names them."""
-    actions = pa.table(DeltaTable(str(table)).get_add_actions(flatten=True))
+def live_paths(table: Path, version: int | None = None) -> set[str]:
+    """Relative paths of the table's live files (at a version), as the Delta log names them."""
+    actions = pa.table(DeltaTable(str(table), version=version).get_add_actions(flatten=True))
     return set(actions.column("path").to_pylist())

@@ -13,13 +13,25 @@ import pyarrow.fs as pafs
 import structlog
 from pyspark.sql import SparkSession
 
+from runner.table.snapshot import open_table
+
 log = structlog.get_logger(__name__)
 
 
 def remove_uncommitted(spark: SparkSession, table_uri: str, instant: str) -> None:
-    """Wait for the failed job's other tasks, then remove every file of `instant`."""
+    """Wait for the failed job's other tasks, then remove every file of `instant`, unless
+    the commit went through (a failure after it must not touch committed files)."""
     _wait_for_running_tasks(spark)
+    if _committed(table_uri, instant):
+        log.warning("failed_after_commit", instant=instant)
+        return
     _remove_files_of(table_uri, instant)
+
+
+def _committed(table_uri: str, instant: str) -> bool:
+    snapshot = open_table(table_uri)
+    suffix = f"_{instant}.parquet"
+    return snapshot is not None and any(f.path.endswith(suffix) for f in snapshot.files())
 
 
 def _wait_for_running_tasks(spark: SparkSession, timeout_s: float = 60.0) -> None:

@@ -20,6 +20,7 @@ from runner import faults, logs
 from runner.errors import BadRecordsError, UserError
 from runner.index.layout import BucketLayout
 from runner.index.naming import new_file_id, new_instant
+from runner.ops.clean import clean_table
 from runner.ops.cleanup import remove_uncommitted
 from runner.ops.expand import expand_if_due
 from runner.ops.keys import (
@@ -97,6 +98,7 @@ def run_pipeline(
             bad = groups.pop((None, None), 0)  # unkeyable rows have no partition or bucket
             if bad:
                 _fail_on_bad_records(keyed, bad)
+        faults.maybe_fail("keyed")
         log.info(
             "batch_keyed",
             rows=summary.rows_read,
@@ -139,6 +141,9 @@ def run_pipeline(
     if expanded:
         summary.expansion = expanded.to_dict()
         stages.seconds["expand"] = expanded.seconds
+    if summary.version is not None and target.cleaning.after_commit:
+        with stages.stage("clean"):
+            summary.files_cleaned = len(clean_table(spec).files)
     summary.stage_seconds = stages.seconds
     log.info("run_finished", **{k: v for k, v in summary.to_dict().items() if k != "run_id"})
     return summary
@@ -323,6 +328,7 @@ def _commit(
     summary.version = commit_files(
         snapshot, plan.file_schema, new_files, removed, rewritten, metadata, batch
     )
+    faults.maybe_fail("after_commit")
     log.info(
         "commit_done",
         version=summary.version,

@@ -47,6 +47,7 @@ class RunSummary:
     partitions_touched: int = 0
     columns_added: list[str] = field(default_factory=list)
     expansion: dict | None = None  # the automatic expansion after the commit, if one ran
+    files_cleaned: int | None = None  # by target.cleaning.after_commit
     stage_seconds: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -86,6 +87,8 @@ class RunSummary:
                 f"  expanded     {e['partitions']} partition(s) by {e['policy']} in version "
                 f"{e['version']} (a bucket passed index.expansion.max_bucket_bytes)"
             )
+        if self.files_cleaned is not None:
+            lines.append(f"  cleaned      {self.files_cleaned} file(s) no reader needs")
         lines.append(f"  time         {stages}  (total {total:.1f}s)")
         return "\n".join(lines)
 

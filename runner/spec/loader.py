@@ -20,7 +20,15 @@ import yaml
 
 from runner.errors import InvalidSpecError, SpecProblem
 from runner.spec.keygen_settings import field_list, resolve_key_generator
-from runner.spec.model import ExpansionSpec, IndexSpec, PipelineSpec, Source, SparkSettings, Target
+from runner.spec.model import (
+    CleaningSpec,
+    ExpansionSpec,
+    IndexSpec,
+    PipelineSpec,
+    Source,
+    SparkSettings,
+    Target,
+)
 from runner.spec.secrets import malformed_refs
 
 Path_ = tuple[str | int, ...]
@@ -283,6 +291,7 @@ def _build(data: dict[str, Any], file: Path) -> PipelineSpec:
             merge_mode=target.get("merge_mode", "event_time"),
             delete_marker=target.get("delete_marker"),
             filter_dupes=target.get("filter_dupes", False),
+            cleaning=CleaningSpec(**target.get("cleaning", {})),
             key_generator=keygen,
             index=IndexSpec(
                 type=index.get("type", "BUCKET_HASH_INDEX"),

@@ -73,6 +73,13 @@ class IndexSpec:
 
 
 @dataclass(frozen=True)
+class CleaningSpec:
+    retain_commits: int = 10
+    min_age_hours: int = 1
+    after_commit: bool = False
+
+
+@dataclass(frozen=True)
 class Target:
     path: str
     operation: str
@@ -83,6 +90,7 @@ class Target:
     merge_mode: str = "event_time"
     delete_marker: str | None = None
     filter_dupes: bool = False
+    cleaning: CleaningSpec = field(default_factory=CleaningSpec)
 
     @property
     def record_key(self) -> tuple[str, ...]:

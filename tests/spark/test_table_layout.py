@@ -123,6 +123,19 @@ def test_a_run_failing_before_its_commit_changes_nothing(spark, loaded, tmp_path
     assert set(table_dir.rglob("*.parquet")) == files_on_disk  # its own files were removed
 
 
+def test_a_failure_after_the_commit_keeps_the_committed_files(spark, loaded, tmp_path, monkeypatch):
+    table_dir = tmp_path / "table"
+    version = DeltaTable(str(table_dir)).version()
+    write_batch(tmp_path, _batch(range(50), ts=9))
+    monkeypatch.setenv("RUNNER_FAULT", "after_commit")
+    with pytest.raises(InjectedFault):
+        run_pipeline(load_spec(loaded), spark=spark)
+    assert DeltaTable(str(table_dir)).version() == version + 1
+    on_disk = {str(p.relative_to(table_dir)) for p in table_dir.rglob("*.parquet")}
+    assert live_paths(table_dir) <= on_disk, "the cleanup left the committed files alone"
+    assert (read_table(table_dir)["ts"] == 9).sum() == 50
+
+
 def test_a_spec_that_disagrees_with_the_table_is_refused(spark, loaded, tmp_path):
     spec = write_spec(
         tmp_path, _target(index={"buckets": 16, "hash_fields": ["id", "kind"]}), name="other"

@@ -1,0 +1,126 @@
+"""Real `runner` processes killed with SIGKILL at each point of a run and of an expansion.
+
+RUNNER_FAULT=<point>:hold makes the process stop at that point and say so in a marker file;
+the test then kills its whole process group (driver, JVM, Python workers) with SIGKILL. The
+table must stay at a version every reader can use, the next run must complete, and
+`runner clean` must remove the files the killed runs left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from deltalake import DeltaTable
+
+from tests.helpers import live_paths
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNNER = [sys.executable, "-m", "runner"]
+DATA = ["trip_id", "city", "ts", "fare", "distance_km", "driver"]
+
+
+def _content(table: Path) -> pd.DataFrame:
+    frame = DeltaTable(str(table)).to_pyarrow_table().to_pandas()
+    return frame[DATA].sort_values("trip_id").reset_index(drop=True)
+
+
+def _kill_at(work: Path, point: str, *args: str) -> None:
+    """Start `runner ARGS` held at `point`, wait until it gets there, SIGKILL its group."""
+    marker = work / f"held-{point}"
+    marker.unlink(missing_ok=True)
+    env = {**os.environ, "RUNNER_FAULT": f"{point}:hold", "RUNNER_FAULT_MARKER": str(marker)}
+    proc = subprocess.Popen(
+        [*RUNNER, *args],
+        cwd=work,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while not marker.exists():
+            if proc.poll() is not None:
+                pytest.fail(f"runner ended before {point}: {proc.stderr.read().decode()[-2000:]}")
+            assert time.monotonic() < deadline, f"runner never reached {point}"
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+        proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
+
+
+def _runner(work: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*RUNNER, *args], cwd=work, capture_output=True, text=True, timeout=300)
+
+
+def _orphans(table: Path) -> set[str]:
+    on_disk = {str(p.relative_to(table)) for p in table.rglob("*.parquet")}
+    return on_disk - live_paths(table)
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_sigkill_at_every_point_leaves_a_usable_table(tmp_path):
+    shutil.copytree(
+        ROOT / "pipelines", tmp_path / "pipelines", ignore=shutil.ignore_patterns("warehouse")
+    )
+    assert _runner(tmp_path, "pipelines/quickstart.yaml").returncode == 0
+    table = tmp_path / "pipelines" / "warehouse" / "trips"
+    before = _content(table)
+    corrections = "pipelines/quickstart_corrections.yaml"
+
+    for point in ("keyed", "after_bucket_file", "before_commit"):
+        _kill_at(tmp_path, point, corrections)
+        assert DeltaTable(str(table)).version() == 1, point
+        pd.testing.assert_frame_equal(_content(table), before)
+        assert _runner(tmp_path, "inspect", str(table)).returncode == 0
+
+    # killed during an expansion, before its commit: the old layout, unchanged
+    _kill_at(
+        tmp_path, "after_bucket_file", "expand", "pipelines/quickstart.yaml", "--buckets", "32"
+    )
+    assert DeltaTable(str(table)).version() == 1
+    pd.testing.assert_frame_equal(_content(table), before)
+    assert DeltaTable(str(table)).metadata().configuration["runner.index.buckets"] == "16"
+
+    # killed right after its commit: the new version is whole
+    _kill_at(tmp_path, "after_commit", corrections)
+    assert DeltaTable(str(table)).version() == 2
+    after = _content(table)
+    assert len(after) == len(before)  # 1 insert, 1 delete
+    assert not after.equals(before)
+
+    # the next run completes, and the clean removes exactly what no version references
+    rerun = _runner(tmp_path, corrections)
+    assert rerun.returncode == 0, rerun.stderr
+    pd.testing.assert_frame_equal(_content(table), after)
+    referenced = _files_of_versions(table)
+    killed_runs_files = _orphans(table) - referenced
+    assert killed_runs_files, "the killed runs left files behind (invisible to readers)"
+    planned = _runner(
+        tmp_path, "clean", "pipelines/quickstart.yaml", "--min-age-hours", "0", "--dry-run"
+    )
+    assert planned.returncode == 0, planned.stderr
+    assert "would remove" in planned.stdout
+    assert _orphans(table) - referenced == killed_runs_files, "a dry run removes nothing"
+    cleaned = _runner(tmp_path, "clean", "pipelines/quickstart.yaml", "--min-age-hours", "0")
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert not _orphans(table) & killed_runs_files
+    assert _orphans(table) <= referenced  # what older versions' readers need stays
+    pd.testing.assert_frame_equal(_content(table), after)
+
+
+def _files_of_versions(table: Path) -> set[str]:
+    """Every file some version of the table references (all are within retain_commits)."""
+    latest = DeltaTable(str(table)).version()
+    return {p for v in range(latest + 1) for p in live_paths(table, version=v)}
