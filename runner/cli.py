@@ -14,6 +14,7 @@ import click
 
 from runner import __version__
 from runner.errors import InvalidSpecError, RunnerError, UserError
+from runner.spec.secrets import scrub
 
 
 class _DefaultToRun(click.Group):
@@ -344,13 +345,15 @@ def main() -> None:
         if isinstance(exc, InvalidSpecError):
             click.echo(str(exc), err=True)  # already FILE:LINE:COL: field: message lines
         else:
-            click.echo(f"{'error' if isinstance(exc, UserError) else 'failed'}: {exc}", err=True)
+            kind = "error" if isinstance(exc, UserError) else "failed"
+            click.echo(scrub(f"{kind}: {exc}"), err=True)
         sys.exit(exc.exit_code)
     except Exception as exc:
         if debug:
             traceback.print_exc()
         else:
             click.echo(
-                f"failed: {type(exc).__name__}: {exc} (run with --debug for details)", err=True
+                scrub(f"failed: {type(exc).__name__}: {exc} (run with --debug for details)"),
+                err=True,
             )
         sys.exit(1)

@@ -3,6 +3,8 @@
     RUNNER_FAULT=<point>        raise InjectedFault there (the run's own cleanup then runs)
     RUNNER_FAULT=<point>:hold   create the file RUNNER_FAULT_MARKER there and wait, so a test
                                 can SIGKILL the process at exactly that point
+    RUNNER_FAULT=<point>:wait   create RUNNER_FAULT_MARKER, wait for RUNNER_FAULT_MARKER.go
+                                to appear, then go on (a test runs another writer meanwhile)
 
 Points: keyed (the batch is read and keyed, nothing written), after_bucket_file (on an
 executor, a bucket file is complete), before_commit (every file written), after_commit
@@ -35,9 +37,14 @@ def maybe_fail(point: str, active: str | None = None) -> None:
     name, _, action = (wanted or "").partition(":")
     if name != point:
         return
+    marker = os.environ.get("RUNNER_FAULT_MARKER")
+    if action in ("hold", "wait") and marker:
+        Path(marker).write_text(f"{point} {os.getpid()}\n")
     if action == "hold":
-        marker = os.environ.get("RUNNER_FAULT_MARKER")
-        if marker:
-            Path(marker).write_text(f"{point} {os.getpid()}\n")
         time.sleep(HOLD_SECONDS)
+    if action == "wait" and marker:
+        deadline = time.monotonic() + HOLD_SECONDS
+        while not Path(f"{marker}.go").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return
     raise InjectedFault(f"injected fault at {point} (RUNNER_FAULT={wanted})")

@@ -8,6 +8,8 @@ import uuid
 
 import structlog
 
+from runner.spec.secrets import scrub
+
 
 def configure(level: str = "info", json_logs: bool | None = None) -> None:
     """Configure structlog once per process; logs go to stderr so stdout stays for results."""
@@ -23,6 +25,7 @@ def configure(level: str = "info", json_logs: bool | None = None) -> None:
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _scrub_secrets,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(
@@ -31,6 +34,11 @@ def configure(level: str = "info", json_logs: bool | None = None) -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
+
+
+def _scrub_secrets(_logger, _method: str, event: dict) -> dict:
+    """No resolved `${env:NAME}` value reaches a log line, whatever logged it."""
+    return {k: scrub(v) if isinstance(v, str) else v for k, v in event.items()}
 
 
 def start_run() -> str:

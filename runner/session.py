@@ -14,6 +14,7 @@ import structlog
 
 from runner.errors import EnvironmentProblem
 from runner.spec.model import SparkSettings
+from runner.spec.secrets import resolve
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -64,10 +65,11 @@ def spark_session(settings: SparkSettings, app_name: str, console_progress: bool
             raise EnvironmentProblem(problem)
     from pyspark.sql import SparkSession
 
+    conf = resolve(dict(settings.conf), where="spark.conf")
     builder = SparkSession.builder.appName(f"runner:{app_name}")
     if under_spark_submit():
         spark = builder.getOrCreate()
-        for key, value in settings.conf.items():
+        for key, value in conf.items():
             if spark.conf.get(key, None) is None and spark.conf.isModifiable(key):
                 spark.conf.set(key, value)
         return spark
@@ -86,7 +88,7 @@ def spark_session(settings: SparkSettings, app_name: str, console_progress: bool
     # Python workers must run the interpreter that has runner and its dependencies.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = builder.master(settings.master or "local[*]")
-    for key, value in {**defaults, **settings.conf}.items():
+    for key, value in {**defaults, **conf}.items():
         builder = builder.config(key, value)
     log.info("spark_starting", master=settings.master or "local[*]")
     spark = builder.getOrCreate()

@@ -28,6 +28,16 @@ def remove_uncommitted(spark: SparkSession, table_uri: str, instant: str) -> Non
     _remove_files_of(table_uri, instant)
 
 
+def remove_files(table_uri: str, paths: list[str]) -> None:
+    """Remove files of this run that will never be committed (table-relative paths)."""
+    fs, root = pafs.FileSystem.from_uri(table_uri)
+    for path in paths:
+        try:
+            fs.delete_file(f"{root}/{path}")
+        except OSError:
+            log.warning("uncommitted_file_left", path=path)
+
+
 def _committed(table_uri: str, instant: str) -> bool:
     snapshot = open_table(table_uri)
     suffix = f"_{instant}.parquet"

@@ -7,7 +7,6 @@ fails before its commit leaves the table as it was and removes the files it wrot
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 import structlog
@@ -17,34 +16,46 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import BooleanType, StructType
 
 from runner import faults, logs
-from runner.errors import BadRecordsError, UserError
+from runner.errors import CommitConflictError, UserError
 from runner.index.layout import BucketLayout
 from runner.index.naming import new_file_id, new_instant
 from runner.ops.clean import clean_table
-from runner.ops.cleanup import remove_uncommitted
+from runner.ops.cleanup import remove_files, remove_uncommitted
 from runner.ops.expand import expand_if_due
 from runner.ops.keys import (
     BUCKET,
-    KEY_ERROR,
     PARTITION_PATH,
-    RECORD_KEY,
     RESERVED_PREFIX,
     add_key_columns,
 )
 from runner.ops.merge import incoming_rows, merge_settings, write_frame
+from runner.ops.quality import (
+    FATE,
+    RULE,
+    Verdicts,
+    add_verdicts,
+    check_expectations,
+    enforce,
+    quarantine_rows,
+)
 from runner.ops.summary import RunSummary, Stages
 from runner.session import spark_session
 from runner.sources import read_input
 from runner.spec.model import PipelineSpec, Target
-from runner.table.commit import NewFile, add_columns, commit_files, create_table
+from runner.table.commit import (
+    BucketClash,
+    NewFile,
+    add_columns,
+    commit_files,
+    create_table,
+)
 from runner.table.config import check_table_settings, table_settings
+from runner.table.quarantine import append_quarantine
 from runner.table.schema import META_COLUMNS, SchemaPlan, plan_schema
 from runner.table.snapshot import DataFile, Group, TableSnapshot, open_table
 from runner.table.writer import COUNTED_ACTIONS, RESULT_SCHEMA, WriteJob
 
 log = structlog.get_logger(__name__)
-
-BAD_RECORD_SAMPLES = 5
 
 
 def batch_app_id(spec: PipelineSpec, batch_id: str) -> str:
@@ -88,17 +99,23 @@ def run_pipeline(
     with stages.stage("plan"):
         batch = _without_meta_columns(read_input(spark, spec))
         _check_operation_fields(batch.schema, target)
+        check_expectations(batch, spec)
         plan = _plan_schema(batch, target, snapshot)
         layout = table_layout(snapshot, target)
-        keyed = _pinned(add_key_columns(batch, target, layout))
+        judged = _pinned(add_verdicts(add_key_columns(batch, target, layout), spec))
+        keyed = judged.where(F.col(FATE).isNull())  # the rows to write
     try:
         with stages.stage("keys"):
-            groups = _touched_groups(keyed)
-            summary.rows_read = sum(groups.values())
-            bad = groups.pop((None, None), 0)  # unkeyable rows have no partition or bucket
-            if bad:
-                _fail_on_bad_records(keyed, bad)
+            groups, verdicts = _touched_groups(judged)
+            summary.rows_read = verdicts.rows_read
+            enforce(judged, spec, verdicts)
+            summary.rows_dropped = verdicts.count("drop")
+            summary.rows_quarantined = verdicts.count("quarantine")
+            summary.rejected_by_rule = verdicts.by_rule
         faults.maybe_fail("keyed")
+        if summary.rows_quarantined:
+            with stages.stage("quarantine"):
+                _quarantine(spec, summary, judged, batch.columns)
         log.info(
             "batch_keyed",
             rows=summary.rows_read,
@@ -106,37 +123,38 @@ def run_pipeline(
             partitions=len({pp for pp, _ in groups}),
         )
         stored_files = _stored_files(snapshot, groups, target)
-        file_ids = {
-            g: stored_files[g][0].file_id if g in stored_files else new_file_id(g[1])
-            for g in groups
-        }
-        frame = write_frame(
-            incoming_rows(keyed, target, plan, summary.instant),
-            target,
-            plan,
-            partitions=max(1, min(len(groups), _shuffle_partitions(spark))),
-        )
-        job = WriteJob(
-            target.path,
-            summary.instant,
-            plan.file_schema,
-            file_ids,
-            stored={g: [f.path for f in files] for g, files in stored_files.items()},
-            merge=merge_settings(target),
-            fault=faults.requested(),
-        )
         try:
             with stages.stage("write"):
-                results = frame.mapInArrow(job, _result_struct()).collect()
-            new_files = [NewFile(r.path, r.size, r.stats) for r in results if r.path]
-            log.info("files_written", files=len(new_files), bytes=sum(f.size for f in new_files))
-            with stages.stage("commit"):
-                _commit(spec, summary, snapshot, plan, results, new_files, stored_files)
+                results = _write(spark, keyed, target, plan, summary.instant, groups, stored_files)
+            for attempt in range(target.commit_retries + 1):
+                try:
+                    with stages.stage("commit"):
+                        _commit(spec, summary, snapshot, plan, results, stored_files)
+                    break
+                except BucketClash as clash:
+                    if attempt == target.commit_retries:
+                        raise CommitConflictError(
+                            f"{clash}; re-merged {attempt} time(s), as target.commit_retries "
+                            "allows; nothing of this run was committed: run it again"
+                        ) from clash
+                    snapshot = clash.latest
+                    with stages.stage("remerge"):
+                        results = _remerge(
+                            spark,
+                            keyed,
+                            target,
+                            plan,
+                            summary,
+                            groups,
+                            stored_files,
+                            results,
+                            clash,
+                        )
         except BaseException:
             remove_uncommitted(spark, target.path, summary.instant)
             raise
     finally:
-        keyed.unpersist()
+        judged.unpersist()
     expanded = expand_if_due(spark, spec) if summary.version is not None else None
     if expanded:
         summary.expansion = expanded.to_dict()
@@ -155,6 +173,70 @@ def table_layout(snapshot: TableSnapshot | None, target: Target) -> BucketLayout
     if snapshot is None:
         return BucketLayout(target.index.buckets)
     return BucketLayout.from_configuration(snapshot.configuration)
+
+
+def _write(
+    spark: SparkSession,
+    keyed: DataFrame,
+    target: Target,
+    plan: SchemaPlan,
+    instant: str,
+    groups: dict[Group, int],
+    stored_files: dict[Group, list[DataFile]],
+) -> list:
+    """Write a new file for each bucket of `groups` whose rows change; one result row each."""
+    file_ids = {
+        g: stored_files[g][0].file_id if g in stored_files else new_file_id(g[1]) for g in groups
+    }
+    frame = write_frame(
+        incoming_rows(keyed, target, plan, instant),
+        target,
+        plan,
+        partitions=max(1, min(len(groups), _shuffle_partitions(spark))),
+    )
+    job = WriteJob(
+        target.path,
+        instant,
+        plan.file_schema,
+        file_ids,
+        stored={g: [f.path for f in stored_files[g]] for g in groups if g in stored_files},
+        merge=merge_settings(target),
+        fault=faults.requested(),
+    )
+    results = frame.mapInArrow(job, _result_struct()).collect()
+    written = [r for r in results if r.path]
+    log.info("files_written", files=len(written), bytes=sum(r.size for r in written))
+    return results
+
+
+def _remerge(
+    spark: SparkSession,
+    keyed: DataFrame,
+    target: Target,
+    plan: SchemaPlan,
+    summary: RunSummary,
+    groups: dict[Group, int],
+    stored_files: dict[Group, list[DataFile]],
+    results: list,
+    clash: BucketClash,
+) -> list:
+    """Another writer committed first on buckets this run rewrites: merge this batch again
+    with those buckets as they are now (its changes come first, in commit order)."""
+    again = {g: groups[g] for g in clash.buckets if g in groups}
+    log.info("remerge", buckets=len(again), on_version=clash.latest.version)
+    latest = _stored_files(clash.latest, again, target)
+    for group in again:
+        stored_files.pop(group, None)
+        if group in latest:
+            stored_files[group] = latest[group]
+    keys = [f"{pp}\x00{bucket}" for pp, bucket in again]
+    subset = keyed.where(
+        F.concat_ws("\x00", F.col(PARTITION_PATH), F.col(BUCKET).cast("string")).isin(keys)
+    )
+    redone = _write(spark, subset, target, plan, summary.instant, again, stored_files)
+    superseded = [r.path for r in results if (r.partition_path, r.bucket) in again and r.path]
+    remove_files(target.path, superseded)
+    return [r for r in results if (r.partition_path, r.bucket) not in again] + redone
 
 
 def _pinned(keyed: DataFrame) -> DataFrame:
@@ -219,23 +301,35 @@ def _plan_schema(batch: DataFrame, target: Target, snapshot: TableSnapshot | Non
     return plan_schema(incoming, table_schema, target.path)
 
 
-def _touched_groups(keyed: DataFrame) -> dict[Group, int]:
-    """Rows per (partition path, bucket) of the batch: metadata-sized, fine on the driver."""
-    rows = keyed.groupBy(PARTITION_PATH, BUCKET).count().collect()
-    return {(r[PARTITION_PATH], r[BUCKET]): r["count"] for r in rows}
+def _touched_groups(judged: DataFrame) -> tuple[dict[Group, int], Verdicts]:
+    """Rows per (partition path, bucket) to write, and the rejected rows per fate and rule,
+    from one aggregation: metadata-sized, fine on the driver."""
+    rows = judged.groupBy(PARTITION_PATH, BUCKET, FATE, RULE).count().collect()
+    groups: dict[Group, int] = {}
+    counts: dict[tuple[str | None, str | None], int] = {}
+    for r in rows:
+        if r[FATE] is None:
+            groups[(r[PARTITION_PATH], r[BUCKET])] = r["count"]
+        key = (r[FATE], r[RULE])
+        counts[key] = counts.get(key, 0) + r["count"]
+    return groups, Verdicts.from_counts(counts)
 
 
-def _fail_on_bad_records(keyed: DataFrame, count: int) -> None:
-    samples = keyed.where(F.col(KEY_ERROR).isNotNull()).limit(BAD_RECORD_SAMPLES).collect()
-    internal = {RECORD_KEY, PARTITION_PATH, BUCKET, KEY_ERROR}
-    lines = []
-    for row in samples:
-        record = {k: v for k, v in row.asDict(recursive=True).items() if k not in internal}
-        lines.append(f"  {row[KEY_ERROR]}  record: {json.dumps(record, default=str)}")
-    raise BadRecordsError(
-        f"{count} record(s) cannot be keyed; nothing was written. "
-        f"First {len(samples)}:\n" + "\n".join(lines)
-    )
+def _quarantine(
+    spec: PipelineSpec, summary: RunSummary, judged: DataFrame, input_columns: list[str]
+) -> None:
+    """Append the quarantined rows to the quarantine table, before the target's commit."""
+    quarantine = spec.target.quarantine
+    assert quarantine is not None, "enforce() fails the run without a quarantine"
+    context = {
+        "pipeline": spec.name,
+        "run_id": summary.run_id,
+        "instant": summary.instant,
+        "batch_id": summary.batch_id,
+    }
+    rows = quarantine_rows(judged, input_columns, context).toArrow()
+    batch = batch_app_id(spec, summary.batch_id) if summary.batch_id else None
+    append_quarantine(quarantine.path, rows, {**context, "table": spec.target.path}, batch)
 
 
 def _stored_files(
@@ -274,10 +368,10 @@ def _commit(
     snapshot: TableSnapshot | None,
     plan: SchemaPlan,
     results: Sequence,
-    new_files: list[NewFile],
     stored_files: dict[Group, list[DataFile]],
 ) -> None:
     target = spec.target
+    new_files = [NewFile(r.path, r.size, r.stats) for r in results if r.path]
     changed = [r for r in results if r.changed]
     removed = [f for r in changed for f in stored_files.get((r.partition_path, r.bucket), [])]
     for action, field in zip(
@@ -306,9 +400,13 @@ def _commit(
         create_table(target.path, spec.name, plan.file_schema, table_settings(target))
         snapshot = open_table(target.path)
         assert snapshot is not None
-    elif plan.new_columns:
-        add_columns(snapshot.table, plan.new_columns)
-        summary.columns_added = [f.name for f in plan.new_columns]
+    else:
+        # a re-merge after another writer's commit may find the columns already added
+        have = set(snapshot.arrow_schema().names)
+        missing = [f for f in plan.new_columns if f.name not in have]
+        if missing:
+            add_columns(snapshot.table, missing)
+            summary.columns_added = [f.name for f in missing]
     metadata = {
         "pipeline": spec.name,
         "run_id": summary.run_id,
@@ -316,6 +414,8 @@ def _commit(
         "operation": target.operation,
         "batch_id": summary.batch_id,
         "rows_read": summary.rows_read,
+        "rows_dropped": summary.rows_dropped,
+        "rows_quarantined": summary.rows_quarantined,
         "inserted": summary.inserted,
         "updated": summary.updated,
         "deleted": summary.deleted,

@@ -34,6 +34,9 @@ class RunSummary:
     batch_id: str | None = None
     batch_already_committed: bool = False
     rows_read: int = 0
+    rows_dropped: int = 0  # by expectations with action drop
+    rows_quarantined: int = 0
+    rejected_by_rule: dict[str, int] = field(default_factory=dict)
     inserted: int = 0
     updated: int = 0
     deleted: int = 0
@@ -79,6 +82,12 @@ class RunSummary:
             f"{human_size(self.bytes_written)} written   {self.buckets_touched} bucket(s) in "
             f"{self.partitions_touched} partition(s) rewritten",
         ]
+        if self.rejected_by_rule:
+            rules = ", ".join(f"{k} {v:,}" for k, v in sorted(self.rejected_by_rule.items()))
+            lines.append(
+                f"  rejected     {self.rows_quarantined:,} quarantined, {self.rows_dropped:,} "
+                f"dropped   by rule: {rules}"
+            )
         if self.columns_added:
             lines.append(f"  new columns  {', '.join(self.columns_added)}")
         if self.expansion:

@@ -7,6 +7,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from runner.errors import UserError
 from runner.spec.model import PipelineSpec, Source
+from runner.spec.secrets import resolve
 
 
 def _first_line(exc: Exception) -> str:
@@ -14,7 +15,10 @@ def _first_line(exc: Exception) -> str:
 
 
 def read_source(spark: SparkSession, source: Source) -> DataFrame:
-    reader = spark.read.format(source.format).options(**source.options)
+    """The source's DataFrame; `${env:NAME}` in its path and options resolved only here."""
+    where = f"source '{source.name}'"
+    options = resolve(dict(source.options), where=where)
+    reader = spark.read.format(source.format).options(**options)
     if source.schema:
         try:
             reader = reader.schema(source.schema)
@@ -23,7 +27,7 @@ def read_source(spark: SparkSession, source: Source) -> DataFrame:
                 f"source '{source.name}': schema is not valid DDL: {_first_line(exc)}"
             ) from exc
     try:
-        return reader.load(source.path)
+        return reader.load(resolve(source.path, where=where))
     except AnalysisException as exc:
         raise UserError(
             f"source '{source.name}' ({source.format} at {source.path}): {_first_line(exc)}"

@@ -23,8 +23,10 @@ from runner.spec.keygen_settings import field_list, resolve_key_generator
 from runner.spec.model import (
     CleaningSpec,
     ExpansionSpec,
+    Expectation,
     IndexSpec,
     PipelineSpec,
+    QuarantineSpec,
     Source,
     SparkSettings,
     Target,
@@ -228,6 +230,25 @@ def _semantic_problems(doc: _Located, file: str) -> list[SpecProblem]:
         problem(("target", "delete_marker"), f"applies to operation upsert, not {operation}")
     if target.get("filter_dupes") and operation != "insert":
         problem(("target", "filter_dupes"), f"applies to operation insert, not {operation}")
+    rules: dict[str, int] = {}
+    for i, rule in enumerate(data.get("expectations", [])):
+        if rule["name"] in rules:
+            problem(
+                ("expectations", i, "name"),
+                f"duplicate expectation name (also expectations[{rules[rule['name']]}])",
+            )
+        rules.setdefault(rule["name"], i)
+        if rule.get("action") == "quarantine" and "quarantine" not in target:
+            problem(
+                ("expectations", i, "action"),
+                "action quarantine needs target.quarantine.path, the table the rows go to; "
+                "add it, or use action drop or fail",
+            )
+    if "quarantine" in target and target["quarantine"]["path"] == target["path"]:
+        problem(
+            ("target", "quarantine", "path"),
+            "the quarantine table must not be the target table; give it its own path",
+        )
     for path, text in _strings_with_paths(data, ()):
         for bad in malformed_refs(text):
             problem(
@@ -250,7 +271,9 @@ def _strings_with_paths(value: Any, path: Path_):
 
 
 def _resolve(path: str, base: Path) -> str:
-    if "://" in path:
+    # A path that starts with ${env:NAME} is made whole at run time: it must give a URI or
+    # an absolute path there.
+    if "://" in path or path.startswith("${env:"):
         return path
     return str((base / os.path.expanduser(path)).resolve())
 
@@ -283,6 +306,7 @@ def _build(data: dict[str, Any], file: Path) -> PipelineSpec:
             for s in data["sources"]
         ),
         transform_sql=data.get("transform", {}).get("sql"),
+        expectations=tuple(Expectation(**e) for e in data.get("expectations", [])),
         target=Target(
             path=_resolve(target["path"], base),
             operation=target.get("operation", "upsert"),
@@ -292,6 +316,8 @@ def _build(data: dict[str, Any], file: Path) -> PipelineSpec:
             delete_marker=target.get("delete_marker"),
             filter_dupes=target.get("filter_dupes", False),
             cleaning=CleaningSpec(**target.get("cleaning", {})),
+            commit_retries=target.get("commit_retries", 3),
+            quarantine=_quarantine(target.get("quarantine"), base),
             key_generator=keygen,
             index=IndexSpec(
                 type=index.get("type", "BUCKET_HASH_INDEX"),
@@ -300,6 +326,14 @@ def _build(data: dict[str, Any], file: Path) -> PipelineSpec:
                 expansion=ExpansionSpec(**index.get("expansion", {})),
             ),
         ),
+    )
+
+
+def _quarantine(data: dict[str, Any] | None, base: Path) -> QuarantineSpec | None:
+    if data is None:
+        return None
+    return QuarantineSpec(
+        path=_resolve(data["path"], base), max_fraction=data.get("max_fraction", 0.01)
     )
 
 

@@ -80,6 +80,19 @@ class CleaningSpec:
 
 
 @dataclass(frozen=True)
+class QuarantineSpec:
+    path: str
+    max_fraction: float = 0.01
+
+
+@dataclass(frozen=True)
+class Expectation:
+    name: str
+    sql: str  # a boolean Spark SQL expression; true means the row meets the rule
+    action: str = "fail"  # fail | quarantine | drop
+
+
+@dataclass(frozen=True)
 class Target:
     path: str
     operation: str
@@ -91,6 +104,8 @@ class Target:
     delete_marker: str | None = None
     filter_dupes: bool = False
     cleaning: CleaningSpec = field(default_factory=CleaningSpec)
+    commit_retries: int = 3  # re-merges after another writer changed the same buckets
+    quarantine: QuarantineSpec | None = None
 
     @property
     def record_key(self) -> tuple[str, ...]:
@@ -106,3 +121,4 @@ class PipelineSpec:
     spark: SparkSettings = field(default_factory=SparkSettings)
     transform_sql: str | None = None
     description: str | None = None
+    expectations: tuple[Expectation, ...] = ()

@@ -19,6 +19,13 @@ ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 _LOOKS_LIKE_REF = re.compile(r"\$\{\s*env\s*:[^}]*\}", re.IGNORECASE)
 
 
+# Values resolved in this process, by value: `scrub` puts their references back into any
+# text on its way out (logs, errors), should a library echo a resolved setting.
+_RESOLVED: dict[str, str] = {}
+# Shorter values would turn up by chance in unrelated text; scrubbing them would garble it.
+_SCRUB_MIN_LENGTH = 4
+
+
 class MissingEnvError(UserError):
     """A `${env:NAME}` reference names a variable the environment does not have."""
 
@@ -51,7 +58,18 @@ def resolve(value: Any, environ: Mapping[str, str] | None = None, where: str = "
             f"{where} references environment variable(s) {listed}, which are not set; "
             "export them before the run (on Kubernetes: a Secret mounted with envFrom)"
         )
+    for name in env_names(value):
+        if len(env[name]) >= _SCRUB_MIN_LENGTH:
+            _RESOLVED[env[name]] = name
     return _map_strings(value, lambda text: ENV_REF.sub(lambda m: env[m.group(1)], text))
+
+
+def scrub(text: str) -> str:
+    """text with every value `resolve` handed out replaced by its `${env:NAME}` reference."""
+    for secret in sorted(_RESOLVED, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, f"${{env:{_RESOLVED[secret]}}}")
+    return text
 
 
 def redact(text: str, value: Any, environ: Mapping[str, str] | None = None) -> str:

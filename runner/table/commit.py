@@ -6,7 +6,7 @@ accepts custom configuration keys only on that path; each run then commits one v
 delta-rs refuses a commit with removes whenever another writer removed any file since this
 run read the table, even in other buckets. So on a refusal the runner reloads the table: if
 no bucket it rewrites was touched by the other writer, it commits the same files again on
-the new version; otherwise it stops, and nothing of it is committed.
+the new version; otherwise it raises BucketClash, and the run merges those buckets again.
 """
 
 from __future__ import annotations
@@ -29,6 +29,20 @@ from runner.table.snapshot import DataFile, Group, TableSnapshot, open_table
 log = structlog.get_logger(__name__)
 
 COMMIT_ATTEMPTS = 5
+
+
+class BucketClash(CommitConflictError):
+    """Another writer committed changes to buckets this run rewrites: the run must merge
+    those buckets again on `latest` before it can commit."""
+
+    def __init__(self, buckets: list[Group], latest: TableSnapshot):
+        self.buckets = buckets
+        self.latest = latest
+        shown = ", ".join(f"{pp or '<root>'}#{b}" for pp, b in buckets[:5])
+        super().__init__(
+            f"another writer committed version {latest.version} of {latest.uri} and rewrote "
+            f"{len(buckets)} bucket(s) this run rewrites too ({shown})"
+        )
 
 
 @dataclass(frozen=True)
@@ -97,12 +111,7 @@ def commit_files(
                 ) from exc
             clashes = _clashing_buckets(latest, removed, rewritten)
             if clashes:
-                shown = ", ".join(f"{pp or '<root>'}#{b}" for pp, b in clashes[:5])
-                raise CommitConflictError(
-                    f"another writer committed version {latest.version} of {snapshot.uri} and "
-                    f"rewrote {len(clashes)} bucket(s) this run rewrites too ({shown}); nothing "
-                    "of this run was committed: run the pipeline again"
-                ) from exc
+                raise BucketClash(clashes, latest) from exc
             log.info("commit_retry", attempt=attempt, on_version=latest.version)
             snapshot = latest
     raise CommitConflictError(

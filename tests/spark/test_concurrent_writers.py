@@ -1,4 +1,7 @@
-"""Two writers on one table: disjoint buckets both commit; the same bucket is refused."""
+"""Two writers on one table: both commit, in commit order, whether their buckets overlap or not.
+
+The other writer is a whole second run, committed just before this run's commit attempt.
+"""
 
 from __future__ import annotations
 
@@ -35,22 +38,32 @@ def table(spark, tmp_path):
     return spec
 
 
-def _race(monkeypatch, spark, tmp_path, other_batch: pd.DataFrame) -> None:
-    """Let another writer commit `other_batch` just before this run's first commit attempt."""
+def _race(monkeypatch, spark, tmp_path, *other_batches: pd.DataFrame) -> None:
+    """Let another writer commit each of `other_batches`, one just before each of this run's
+    commit attempts."""
     other_dir = tmp_path / "other"
     other_dir.mkdir()
     other = write_spec(other_dir, {**TARGET, "path": str(tmp_path / "table")}, name="other")
-    write_batch(other_dir, other_batch)
     real = commit._commit_once
-    raced = []
+    pending = list(other_batches)
+    racing_now = []
 
     def racing(*args, **kwargs):
-        if not raced:
-            raced.append(True)
-            run_pipeline(load_spec(other), spark=spark)
+        if pending and not racing_now:  # the other writer's own commit is not raced
+            write_batch(other_dir, pending.pop(0))
+            racing_now.append(True)
+            try:
+                run_pipeline(load_spec(other), spark=spark)
+            finally:
+                racing_now.clear()
         return real(*args, **kwargs)
 
     monkeypatch.setattr(commit, "_commit_once", racing)
+
+
+def _orphans(table) -> set[str]:
+    live = {f.rsplit("/", 1)[1] for f in DeltaTable(str(table)).file_uris()}
+    return {p.name for p in table.rglob("*.parquet")} - live
 
 
 def test_writers_on_disjoint_buckets_both_commit(spark, table, tmp_path, monkeypatch):
@@ -64,18 +77,42 @@ def test_writers_on_disjoint_buckets_both_commit(spark, table, tmp_path, monkeyp
     assert len(rows) == 40
 
 
-def test_writers_on_the_same_bucket_the_later_is_refused(spark, table, tmp_path, monkeypatch):
+def test_writers_on_the_same_bucket_both_land_in_commit_order(spark, table, tmp_path, monkeypatch):
     version = DeltaTable(str(tmp_path / "table")).version()
-    _race(monkeypatch, spark, tmp_path, _rows([1], "nl", 2))
+    _race(monkeypatch, spark, tmp_path, _rows([1, 3], "nl", 2))
     write_batch(tmp_path, _rows([1], "nl", 3))
-    with pytest.raises(CommitConflictError, match="rewrote 1 bucket"):
-        run_pipeline(load_spec(table), spark=spark)
-    assert DeltaTable(str(tmp_path / "table")).version() == version + 1
+    summary = run_pipeline(load_spec(table), spark=spark)
+    assert summary.version == version + 2 and summary.updated == 1
     rows = read_table(tmp_path / "table").set_index(["country", "id"])
-    assert rows.loc[("nl", 1), "v"] == "nl2"  # the other writer's update, nothing lost
-    live = {f.rsplit("/", 1)[1] for f in DeltaTable(str(tmp_path / "table")).file_uris()}
-    on_disk = {p.name for p in (tmp_path / "table").rglob("*.parquet")}
-    assert len(on_disk - live) == 1  # the file the other writer replaced; none of this run
+    assert rows.loc[("nl", 1), "v"] == "nl3"  # this run's newer row, merged on the other's
+    assert rows.loc[("nl", 3), "v"] == "nl2"  # the other writer's update, not lost
+    assert len(rows) == 40
+    # on disk beside the live files: only files replaced by the two commits (for readers of
+    # older versions); the first, superseded write of this run is gone
+    assert len(_orphans(tmp_path / "table")) == summary.files_removed + 2
+
+
+def test_a_remerge_keeps_a_newer_row_of_the_other_writer(spark, table, tmp_path, monkeypatch):
+    _race(monkeypatch, spark, tmp_path, _rows([1], "nl", 5))
+    write_batch(tmp_path, _rows([1], "nl", 3))
+    summary = run_pipeline(load_spec(table), spark=spark)
+    assert summary.stale_skipped == 1 and summary.version is None  # nothing left to change
+    rows = read_table(tmp_path / "table").set_index(["country", "id"])
+    assert rows.loc[("nl", 1), "v"] == "nl5"
+
+
+def test_a_writer_overtaken_more_often_than_its_retries_gives_up(
+    spark, table, tmp_path, monkeypatch
+):
+    spec = write_spec(tmp_path, {**TARGET, "commit_retries": 1})
+    version = DeltaTable(str(tmp_path / "table")).version()
+    _race(monkeypatch, spark, tmp_path, _rows([1], "nl", 2), _rows([1], "nl", 4))
+    write_batch(tmp_path, _rows([1], "nl", 6))
+    with pytest.raises(CommitConflictError, match=r"re-merged 1 time\(s\)"):
+        run_pipeline(load_spec(spec), spark=spark)
+    assert DeltaTable(str(tmp_path / "table")).version() == version + 2  # the other's two
+    rows = read_table(tmp_path / "table").set_index(["country", "id"])
+    assert rows.loc[("nl", 1), "v"] == "nl4"
 
 
 def test_a_batch_id_commits_once(spark, table, tmp_path):

@@ -107,6 +107,23 @@ def test_a_valid_spec_passes(tmp_path):
             "reference; write ${env:NAME} with NAME made of letters, digits and underscores",
         ),
         (
+            "target:\n",
+            "expectations:\n  - {name: fare_ok, sql: fare >= 0, action: quarantine}\ntarget:\n",
+            "p.yaml:7:45: expectations[0].action: action quarantine needs "
+            "target.quarantine.path, the table the rows go to; add it, or use action drop or fail",
+        ),
+        (
+            "target:\n",
+            "expectations:\n  - {name: ok, sql: a > 0}\n  - {name: ok, sql: b > 0}\ntarget:\n",
+            "p.yaml:8:12: expectations[1].name: duplicate expectation name (also expectations[0])",
+        ),
+        (
+            "  path: warehouse/trips\n",
+            "  path: warehouse/trips\n  quarantine: {path: warehouse/trips}\n",
+            "p.yaml:8:22: target.quarantine.path: the quarantine table must not be the target "
+            "table; give it its own path",
+        ),
+        (
             "  index:",
             "  index: [",
             "p.yaml:16:5: not valid YAML: expected ',' or ']', but got '<scalar>'",
