@@ -50,6 +50,7 @@ def cli(ctx: click.Context, debug: bool, log_format: str) -> None:
       runner expand PIPELINE.yaml --buckets 32   grow the table's buckets
       runner inspect TABLE_DIR        rows, bytes and skew per bucket
       runner clean PIPELINE.yaml      remove files no reader needs
+      runner read TABLE_DIR --since INSTANT     rows committed after an instant
     """
     from runner import logs
 
@@ -95,12 +96,48 @@ def validate(specs: tuple[str, ...]) -> None:
     "--batch-id",
     help="Identity of this batch: a batch already committed to the table is not run again.",
 )
-def run(spec: str, summary_json: str | None, batch_id: str | None) -> None:
+@click.option(
+    "--checkpoint",
+    "checkpoints",
+    multiple=True,
+    metavar="[SOURCE=]VALUE",
+    help="Start an incremental source from VALUE instead of the table's checkpoint: a time "
+    "for new_files (files modified after it), a version for {since: last}, a value of the "
+    "column for JDBC. Recorded in the commit.",
+)
+@click.option(
+    "--ignore-checkpoint",
+    is_flag=True,
+    help="Read every incremental source from the beginning (recorded in the commit).",
+)
+@click.option(
+    "--continuous",
+    is_flag=True,
+    help="Run round after round until SIGTERM or Ctrl-C; a round with new data commits, one "
+    "without does nothing. A stop lets the round in flight finish.",
+)
+@click.option(
+    "--min-interval",
+    default="60s",
+    show_default=True,
+    metavar="DURATION",
+    help="With --continuous: the least time from one round's start to the next (30s, 5m, 1h).",
+)
+def run(
+    spec: str,
+    summary_json: str | None,
+    batch_id: str | None,
+    checkpoints: tuple[str, ...],
+    ignore_checkpoint: bool,
+    continuous: bool,
+    min_interval: str,
+) -> None:
     """Run a pipeline spec: read, transform, key, write, commit.
 
-    Reads the sources, runs the transform, builds record keys and buckets, rewrites only
-    the buckets the batch touches, and commits one Delta version. Relative paths in the
-    spec are relative to the spec file. The summary goes to stdout, logs to stderr.
+    Reads the sources (only what is new, for incremental ones), runs the transform, builds
+    record keys and buckets, rewrites only the buckets the batch touches, and commits one
+    Delta version with the sources' checkpoints. Relative paths in the spec are relative to
+    the spec file. The summary goes to stdout, logs to stderr.
 
     \b
     Exit codes: 0 done; 2 a problem to fix in the spec, the input or the table settings
@@ -109,10 +146,47 @@ def run(spec: str, summary_json: str | None, batch_id: str | None) -> None:
     from runner.ops.run import run_pipeline
     from runner.spec import load_spec
 
-    summary = run_pipeline(load_spec(spec), console_progress=sys.stderr.isatty(), batch_id=batch_id)
+    if checkpoints and ignore_checkpoint:
+        raise click.UsageError("give --checkpoint or --ignore-checkpoint, not both")
+    pipeline = load_spec(spec)
+    if continuous:
+        from runner.ops.continuous import run_continuously
+
+        if batch_id:
+            raise click.UsageError("--batch-id names one batch; it does not go with --continuous")
+        run_continuously(
+            pipeline,
+            interval_seconds=_duration(min_interval),
+            console_progress=sys.stderr.isatty(),
+            checkpoint=checkpoints,
+            ignore_checkpoint=ignore_checkpoint,
+            summary_json=summary_json,
+        )
+        return
+    summary = run_pipeline(
+        pipeline,
+        console_progress=sys.stderr.isatty(),
+        batch_id=batch_id,
+        checkpoint=checkpoints,
+        ignore_checkpoint=ignore_checkpoint,
+    )
     click.echo(summary.render())
     if summary_json:
         Path(summary_json).write_text(json.dumps(summary.to_dict(), indent=2) + "\n")
+
+
+def _duration(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600}
+    value, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "s")
+    try:
+        seconds = float(value) * units[unit]
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is not a duration; write 30s, 5m or 1h", param_hint="--min-interval"
+        ) from None
+    if seconds < 0:
+        raise click.BadParameter("must not be negative", param_hint="--min-interval")
+    return seconds
 
 
 @cli.command()
@@ -294,6 +368,52 @@ def clean(
 
     done = clean_table(load_spec(spec), retain_commits, min_age_hours, dry_run)
     click.echo(json.dumps(done.to_dict(), indent=2) if as_json else done.render())
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--since", metavar="INSTANT", help="Only rows committed after this instant.")
+@click.option("--until", metavar="INSTANT", help="Only rows committed at or before this instant.")
+@click.option(
+    "--as-of",
+    metavar="VERSION|INSTANT",
+    help="Read the table as it was at this version, or at the newest commit up to an instant.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "csv", "parquet"]),
+    default="json",
+    show_default=True,
+    help="json: one object per line. parquet needs --out.",
+)
+@click.option("--out", type=click.Path(dir_okay=False, writable=True), help="Write to this file.")
+def read(
+    table: str,
+    since: str | None,
+    until: str | None,
+    as_of: str | None,
+    fmt: str,
+    out: str | None,
+) -> None:
+    """Read a runner table's rows: all, an incremental pull, or as of a point in time.
+
+    \b
+      runner read warehouse/trips --since 20261122093000000
+      runner read warehouse/trips --as-of 3 --format parquet --out v3.parquet
+
+    An incremental pull returns the rows whose _commit_time is in (SINCE, UNTIL], opening
+    only files whose statistics can hold them, like Hudi's incremental query. Instants are
+    yyyyMMddHHmmssSSS (UTC), as in _commit_time and in every run summary. Starts no JVM;
+    the row count goes to stderr.
+    """
+    from runner.ops.read import read_rows, write_rows
+
+    if fmt == "parquet" and not out:
+        raise click.UsageError("--format parquet writes a file: give --out PATH")
+    result = read_rows(table, since=since, until=until, as_of=as_of)
+    write_rows(result.rows, fmt, out)
+    click.echo(result.describe(table), err=True)
 
 
 @cli.command()

@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from importlib import resources
 from typing import TYPE_CHECKING
 
@@ -53,11 +54,17 @@ def java_problem() -> str | None:
     return None
 
 
-def spark_session(settings: SparkSettings, app_name: str, console_progress: bool) -> SparkSession:
+def spark_session(
+    settings: SparkSettings,
+    app_name: str,
+    console_progress: bool,
+    jars: Sequence[str] = (),
+) -> SparkSession:
     """Start (or join, under spark-submit) the SparkSession for a run.
 
-    Locally the spec's master and conf apply. Under spark-submit, master and every conf that
-    spark-submit set win; the spec only fills in SQL settings left unset.
+    Locally the spec's master and conf apply, and `jars` (JDBC drivers) join spark.jars.
+    Under spark-submit, master and every conf that spark-submit set win (jars included: the
+    image has them); the spec only fills in SQL settings left unset.
     """
     if not under_spark_submit():
         problem = java_problem()
@@ -88,6 +95,9 @@ def spark_session(settings: SparkSettings, app_name: str, console_progress: bool
     # Python workers must run the interpreter that has runner and its dependencies.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = builder.master(settings.master or "local[*]")
+    listed = [j for j in conf.get("spark.jars", "").split(",") if j]
+    if jars:
+        conf["spark.jars"] = ",".join(dict.fromkeys([*listed, *jars]))
     for key, value in {**defaults, **conf}.items():
         builder = builder.config(key, value)
     log.info("spark_starting", master=settings.master or "local[*]")

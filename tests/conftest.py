@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.postgres import jdbc_jar, postgres  # noqa: F401  (one server per test session)
+
 
 @pytest.fixture(scope="session")
 def spark():
@@ -13,6 +15,7 @@ def spark():
     problem = java_problem()
     if problem:
         pytest.skip(f"Spark cannot start: {problem}")
+    jar = jdbc_jar()  # the PostgreSQL driver, installed when missing; starts no server
     session = spark_session(
         SparkSettings(
             master="local[2]",
@@ -20,6 +23,7 @@ def spark():
         ),
         app_name="tests",
         console_progress=False,
+        jars=[jar] if jar else [],
     )
     yield session
     session.stop()

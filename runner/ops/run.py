@@ -8,6 +8,7 @@ fails before its commit leaves the table as it was and removes the files it wrot
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import structlog
 from pyspark.sql import DataFrame, SparkSession
@@ -40,7 +41,10 @@ from runner.ops.quality import (
 )
 from runner.ops.summary import RunSummary, Stages
 from runner.session import spark_session
-from runner.sources import read_input
+from runner.sources.checkpoint import FIELD as CHECKPOINT_FIELD
+from runner.sources.checkpoint import StartingPoints, starting_points
+from runner.sources.jdbc import driver_jars
+from runner.sources.plan import SourcePlan, nothing_new, plan_sources, read_input
 from runner.spec.model import PipelineSpec, Target
 from runner.table.commit import (
     BucketClash,
@@ -68,7 +72,14 @@ def run_pipeline(
     console_progress: bool = False,
     spark: SparkSession | None = None,
     batch_id: str | None = None,
+    checkpoint: tuple[str, ...] = (),
+    ignore_checkpoint: bool = False,
 ) -> RunSummary:
+    """One run of the pipeline: at most one commit of data (and checkpoints) to the table.
+
+    `checkpoint` (VALUE, or NAME=VALUE per source) and `ignore_checkpoint` replace the
+    checkpoints the table holds, for a reset or a start from a chosen point.
+    """
     run_id = logs.start_run()
     target = spec.target
     stages = Stages()
@@ -93,11 +104,22 @@ def run_pipeline(
             log.info("batch_already_committed", batch_id=batch_id)
             summary.batch_already_committed = True
             return summary
+    with stages.stage("sources"):
+        points = starting_points(spec, snapshot, checkpoint, ignore_checkpoint)
+        plans = plan_sources(spec, points)
+    summary.checkpoint_origin = points.describe() if points.by_source or checkpoint else None
+    if nothing_new(plans):
+        return _nothing_new(summary, plans, stages)
     with stages.stage("start"):
-        spark = spark or spark_session(spec.spark, spec.name, console_progress)
+        spark = spark or spark_session(
+            spec.spark, spec.name, console_progress, jars=driver_jars(spec.sources)
+        )
 
     with stages.stage("plan"):
-        batch = _without_meta_columns(read_input(spark, spec))
+        batch = _without_meta_columns(read_input(spark, spec, plans))
+        if nothing_new(plans):  # a JDBC source knows only once it has asked the database
+            return _nothing_new(summary, plans, stages)
+        summary.sources = {p.source.name: p.summary() for p in plans}
         _check_operation_fields(batch.schema, target)
         check_expectations(batch, spec)
         plan = _plan_schema(batch, target, snapshot)
@@ -129,7 +151,7 @@ def run_pipeline(
             for attempt in range(target.commit_retries + 1):
                 try:
                     with stages.stage("commit"):
-                        _commit(spec, summary, snapshot, plan, results, stored_files)
+                        _commit(spec, summary, snapshot, plan, results, stored_files, plans, points)
                     break
                 except BucketClash as clash:
                     if attempt == target.commit_retries:
@@ -165,6 +187,30 @@ def run_pipeline(
     summary.stage_seconds = stages.seconds
     log.info("run_finished", **{k: v for k, v in summary.to_dict().items() if k != "run_id"})
     return summary
+
+
+def _nothing_new(summary: RunSummary, plans: list[SourcePlan], stages: Stages) -> RunSummary:
+    summary.sources = {p.source.name: p.summary() for p in plans}
+    summary.nothing_new = True
+    summary.stage_seconds = stages.seconds
+    log.info("nothing_new", sources=list(summary.sources))
+    return summary
+
+
+def _checkpoints(
+    plans: list[SourcePlan], points: StartingPoints
+) -> tuple[dict[str, Any] | None, bool]:
+    """The checkpoints to record with this commit, and whether any moved on."""
+    incremental = [p for p in plans if p.source.incremental]
+    if not incremental:
+        return None, False
+    recorded = dict(points.by_source) if points.origin == "table" else {}
+    moved = points.origin != "table"  # a reset or a chosen start is worth recording
+    for p in incremental:
+        if p.until is not None:
+            moved = moved or recorded.get(p.source.name) != p.until
+            recorded[p.source.name] = p.until
+    return recorded, moved
 
 
 def table_layout(snapshot: TableSnapshot | None, target: Target) -> BucketLayout:
@@ -369,8 +415,11 @@ def _commit(
     plan: SchemaPlan,
     results: Sequence,
     stored_files: dict[Group, list[DataFile]],
+    plans: list[SourcePlan],
+    points: StartingPoints,
 ) -> None:
     target = spec.target
+    checkpoints, moved = _checkpoints(plans, points)
     new_files = [NewFile(r.path, r.size, r.stats) for r in results if r.path]
     changed = [r for r in results if r.changed]
     removed = [f for r in changed for f in stored_files.get((r.partition_path, r.bucket), [])]
@@ -393,7 +442,7 @@ def _commit(
     summary.buckets_touched = len(changed)
     summary.partitions_touched = len({r.partition_path for r in changed})
     faults.maybe_fail("before_commit")
-    if not changed:
+    if not changed and not moved:
         log.info("nothing_to_commit")
         return
     if snapshot is None:
@@ -423,6 +472,10 @@ def _commit(
         "files_removed": summary.files_removed,
         "bytes_written": summary.bytes_written,
     }
+    if checkpoints is not None:
+        # in the same commit as the data: a crash can neither skip nor re-read input
+        metadata[CHECKPOINT_FIELD] = checkpoints
+        metadata["checkpoint_origin"] = points.origin
     rewritten = {(r.partition_path, r.bucket) for r in changed}
     batch = batch_app_id(spec, summary.batch_id) if summary.batch_id else None
     summary.version = commit_files(

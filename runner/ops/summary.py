@@ -33,6 +33,9 @@ class RunSummary:
     version: int | None = None  # None: nothing committed
     batch_id: str | None = None
     batch_already_committed: bool = False
+    nothing_new: bool = False  # every incremental source had nothing new: no Spark, no commit
+    checkpoint_origin: str | None = None
+    sources: dict[str, dict] = field(default_factory=dict)
     rows_read: int = 0
     rows_dropped: int = 0  # by expectations with action drop
     rows_quarantined: int = 0
@@ -64,6 +67,11 @@ class RunSummary:
                 f"{self.pipeline}: batch {self.batch_id} was already committed to {self.table}; "
                 "nothing to do"
             )
+        if self.nothing_new:
+            return (
+                f"{self.pipeline}: nothing new in {', '.join(self.sources)}; nothing to do "
+                f"({stages})"
+            )
         head = (
             f"committed version {self.version}"
             if self.version is not None
@@ -88,6 +96,11 @@ class RunSummary:
                 f"  rejected     {self.rows_quarantined:,} quarantined, {self.rows_dropped:,} "
                 f"dropped   by rule: {rules}"
             )
+        for name, info in self.sources.items():
+            if "since" in info:
+                lines.append(f"  source       {name}: {_source_line(info)}")
+        if self.checkpoint_origin:
+            lines.append(f"  checkpoints  {self.checkpoint_origin}")
         if self.columns_added:
             lines.append(f"  new columns  {', '.join(self.columns_added)}")
         if self.expansion:
@@ -100,6 +113,22 @@ class RunSummary:
             lines.append(f"  cleaned      {self.files_cleaned} file(s) no reader needs")
         lines.append(f"  time         {stages}  (total {total:.1f}s)")
         return "\n".join(lines)
+
+
+def _source_line(info: dict) -> str:
+    parts = []
+    if "files" in info:
+        parts.append(f"{info['files']} file(s)")
+    if "bytes" in info:
+        parts.append(human_size(info["bytes"]))
+    if "version" in info:
+        parts.append(f"version {info['version']}")
+    return ", ".join(parts) + f"   checkpoint -> {_short(info.get('until'))}"
+
+
+def _short(value: object) -> str:
+    text = str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def human_size(n: int) -> str:

@@ -1,5 +1,8 @@
-"""Sources: each becomes a DataFrame and a temporary view under its name."""
+"""Sources: what each reads this run (plan.py), files, Delta tables and JDBC, checkpoints.
 
-from runner.sources.files import read_input
+Each source becomes a temporary view under its name for the transform.
+"""
 
-__all__ = ["read_input"]
+from runner.sources.plan import SourcePlan, nothing_new, plan_sources, read_input
+
+__all__ = ["SourcePlan", "nothing_new", "plan_sources", "read_input"]

@@ -24,7 +24,9 @@ from runner.spec.model import (
     CleaningSpec,
     ExpansionSpec,
     Expectation,
+    Incremental,
     IndexSpec,
+    JdbcSpec,
     PipelineSpec,
     QuarantineSpec,
     Source,
@@ -174,6 +176,8 @@ def _schema_problems(doc: _Located, file: str) -> list[SpecProblem]:
             message = "must not be empty"
         elif kind == "pattern":
             message = f"{json.dumps(err.instance)} must match the pattern {err.validator_value}"
+        elif kind in ("oneOf", "anyOf") and "x-hint" in err.schema:
+            message = f"{_describe(err.instance)} is not valid here; {err.schema['x-hint']}"
         else:
             message = err.message
         problems.append(SpecProblem(file, line, col, dotted(path), message))
@@ -196,6 +200,11 @@ def _semantic_problems(doc: _Located, file: str) -> list[SpecProblem]:
                 f"duplicate source name (also sources[{names[src['name']]}])",
             )
         names.setdefault(src["name"], i)
+    for i, src in enumerate(data["sources"]):
+        problem_of_source = _source_problem(src)
+        if problem_of_source:
+            field, message = problem_of_source
+            problem(("sources", i, *field), message)
     if len(data["sources"]) > 1 and "transform" not in data:
         problem(("sources",), "several sources need a transform.sql that combines them")
 
@@ -259,6 +268,29 @@ def _semantic_problems(doc: _Located, file: str) -> list[SpecProblem]:
     return problems
 
 
+_FILE_FORMATS = ("parquet", "csv", "json", "orc")
+
+
+def _source_problem(src: dict[str, Any]) -> tuple[Path_, str] | None:
+    """A source's settings that do not fit its format, as (field path, message)."""
+    fmt, incremental = src["format"], src.get("incremental")
+    if fmt != "jdbc" and "jdbc" in src:
+        return ("jdbc",), f"applies to format jdbc, not {fmt}"
+    if fmt == "jdbc":
+        if "path" in src:
+            return ("path",), "a jdbc source has no path; give jdbc.table or jdbc.query"
+        if ("table" in src["jdbc"]) == ("query" in src["jdbc"]):
+            return ("jdbc",), "give exactly one of table and query"
+    if incremental is None:
+        return None
+    wanted = {"new_files": _FILE_FORMATS, "since": ("delta",), "column": ("jdbc",)}
+    kind = "new_files" if incremental == "new_files" else next(iter(incremental))
+    if fmt not in wanted[kind]:
+        fitting = {"delta": "{since: last}", "jdbc": "{column: NAME}"}.get(fmt, "new_files")
+        return ("incremental",), f"does not apply to format {fmt}; it takes {fitting}"
+    return None
+
+
 def _strings_with_paths(value: Any, path: Path_):
     if isinstance(value, str):
         yield path, value
@@ -299,9 +331,11 @@ def _build(data: dict[str, Any], file: Path) -> PipelineSpec:
             Source(
                 name=s["name"],
                 format=s["format"],
-                path=_resolve(s["path"], base),
+                path=_resolve(s["path"], base) if "path" in s else "",
                 schema=s.get("schema"),
                 options={k: _conf_str(v) for k, v in s.get("options", {}).items()},
+                incremental=_incremental(s.get("incremental")),
+                jdbc=_jdbc(s.get("jdbc"), base),
             )
             for s in data["sources"]
         ),
@@ -327,6 +361,23 @@ def _build(data: dict[str, Any], file: Path) -> PipelineSpec:
             ),
         ),
     )
+
+
+def _incremental(value: Any) -> Incremental | None:
+    if value is None:
+        return None
+    if value == "new_files":
+        return Incremental("new_files")
+    if "since" in value:
+        return Incremental("since_last")
+    return Incremental("column", column=value["column"])
+
+
+def _jdbc(value: dict[str, Any] | None, base: Path) -> JdbcSpec | None:
+    if value is None:
+        return None
+    jar = value.get("jar")
+    return JdbcSpec(**{**value, "jar": _resolve(jar, base) if jar else None})
 
 
 def _quarantine(data: dict[str, Any] | None, base: Path) -> QuarantineSpec | None:

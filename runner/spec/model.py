@@ -13,12 +13,36 @@ class SparkSettings:
 
 
 @dataclass(frozen=True)
+class Incremental:
+    mode: str  # new_files | since_last | column
+    column: str | None = None  # mode column: the column whose largest value is the checkpoint
+
+
+@dataclass(frozen=True)
+class JdbcSpec:
+    url: str
+    table: str | None = None
+    query: str | None = None
+    user: str | None = None
+    password: str | None = None  # a ${env:NAME} reference, resolved at read time
+    driver: str | None = None
+    jar: str | None = None
+    fetch_size: int = 10000
+    partition_column: str | None = None
+    lower_bound: int | str | None = None
+    upper_bound: int | str | None = None
+    num_partitions: int = 4
+
+
+@dataclass(frozen=True)
 class Source:
     name: str
     format: str
-    path: str
+    path: str = ""  # empty for jdbc
     schema: str | None = None
     options: Mapping[str, str] = field(default_factory=dict)
+    incremental: Incremental | None = None
+    jdbc: JdbcSpec | None = None
 
 
 @dataclass(frozen=True)

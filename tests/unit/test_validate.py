@@ -67,8 +67,8 @@ def test_a_valid_spec_passes(tmp_path):
         (
             "    format: parquet",
             "    format: parqet",
-            'p.yaml:4:13: sources[0].format: "parqet" is not one of: parquet, csv, json, orc '
-            "(did you mean 'parquet'?)",
+            'p.yaml:4:13: sources[0].format: "parqet" is not one of: parquet, csv, json, orc, '
+            "delta, jdbc (did you mean 'parquet'?)",
         ),
         (
             "    hash_fields: [trip_id]",
@@ -105,6 +105,28 @@ def test_a_valid_spec_passes(tmp_path):
             "    path: ${env:DATA DIR}/trips",
             "p.yaml:5:11: sources[0].path: ${env:DATA DIR} is not a valid environment "
             "reference; write ${env:NAME} with NAME made of letters, digits and underscores",
+        ),
+        (
+            "    path: data/trips",
+            "    path: data/trips\n    incremental: {since: last}",
+            "p.yaml:6:18: sources[0].incremental: does not apply to format parquet; it takes "
+            "new_files",
+        ),
+        (
+            "    path: data/trips",
+            "    path: data/trips\n    incremental: all_files",
+            'p.yaml:6:18: sources[0].incremental: string "all_files" is not valid here; write '
+            "new_files, {since: last} or {column: NAME}",
+        ),
+        (
+            "    format: parquet\n    path: data/trips",
+            "    format: jdbc",
+            "p.yaml:3:5: sources[0].jdbc: required key missing",
+        ),
+        (
+            "    format: parquet\n    path: data/trips",
+            "    format: jdbc\n    jdbc: {url: 'jdbc:postgresql://db/x'}",
+            "p.yaml:5:11: sources[0].jdbc: give exactly one of table and query",
         ),
         (
             "target:\n",

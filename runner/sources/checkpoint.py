@@ -1,0 +1,97 @@
+"""Source checkpoints: where each incremental source stopped, kept in the target's commits.
+
+A run records `{source name: checkpoint}` in its Delta commit's metadata, in the same commit
+as its data, so a crash can neither skip nor re-read input: the next run starts from the
+checkpoint of the latest commit of this pipeline, which exists only if the data does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from runner.errors import UserError
+from runner.spec.model import PipelineSpec
+from runner.table.snapshot import TableSnapshot
+
+# The commit metadata field (under "runner") that holds the checkpoints.
+FIELD = "checkpoint"
+# How many commits to look through at first; most tables find theirs in the last few.
+_FIRST_LOOK = 50
+
+
+@dataclass(frozen=True)
+class StartingPoints:
+    """Where each incremental source starts this run, and how that was decided."""
+
+    by_source: dict[str, Any]
+    origin: str  # "table" | "--checkpoint" | "--ignore-checkpoint" | "new table"
+    commit_version: int | None = None  # the commit the checkpoints came from
+
+    def describe(self) -> str:
+        if self.origin == "table":
+            return f"from the checkpoints of version {self.commit_version}"
+        return {
+            "--checkpoint": "from --checkpoint",
+            "--ignore-checkpoint": "from the beginning (--ignore-checkpoint)",
+            "new table": "from the beginning (no commit of this pipeline yet)",
+        }[self.origin]
+
+
+def last_checkpoints(snapshot: TableSnapshot | None, pipeline: str) -> tuple[dict, int | None]:
+    """The checkpoints of the latest commit of `pipeline` that recorded any, and its version."""
+    if snapshot is None:
+        return {}, None
+    history = snapshot.table.history(_FIRST_LOOK)
+    found = _first_with_checkpoints(history, pipeline)
+    if found is None and len(history) == _FIRST_LOOK:
+        found = _first_with_checkpoints(snapshot.table.history(), pipeline)
+    return found or ({}, None)
+
+
+def _first_with_checkpoints(history: list[dict], pipeline: str) -> tuple[dict, int] | None:
+    for commit in history:  # newest first
+        meta = commit.get("runner")
+        if isinstance(meta, dict) and meta.get("pipeline") == pipeline and FIELD in meta:
+            return dict(meta[FIELD]), commit["version"]
+    return None
+
+
+def starting_points(
+    spec: PipelineSpec,
+    snapshot: TableSnapshot | None,
+    override: tuple[str, ...] = (),
+    ignore: bool = False,
+) -> StartingPoints:
+    """The checkpoints this run starts from: the table's, or the user's (`--checkpoint`,
+    `--ignore-checkpoint`). `override` holds VALUE (one incremental source) or NAME=VALUE."""
+    incremental = [s.name for s in spec.sources if s.incremental]
+    if (override or ignore) and not incremental:
+        raise UserError(
+            f"{spec.file} has no incremental source; --checkpoint and --ignore-checkpoint "
+            "apply to sources with `incremental:`"
+        )
+    if ignore:
+        return StartingPoints({}, "--ignore-checkpoint")
+    if override:
+        return StartingPoints(_parse_overrides(override, incremental), "--checkpoint")
+    found, version = last_checkpoints(snapshot, spec.name)
+    if version is None:
+        return StartingPoints({}, "new table")
+    return StartingPoints(found, "table", version)
+
+
+def _parse_overrides(values: tuple[str, ...], incremental: list[str]) -> dict[str, str]:
+    parsed: dict[str, str] = {}
+    for value in values:
+        name, sep, rest = value.partition("=")
+        if sep and name in incremental:
+            parsed[name] = rest
+        elif len(incremental) == 1 and len(values) == 1:
+            parsed[incremental[0]] = value
+        else:
+            raise UserError(
+                f"--checkpoint {value!r}: with several incremental sources write "
+                f"NAME=VALUE, NAME one of: {', '.join(incremental)}"
+            )
+    return parsed

@@ -1,0 +1,99 @@
+"""Delta table sources: another table read in full, or only the rows committed since the
+last run (`incremental: {since: last}`), so pipelines chain table to table.
+
+An incremental read takes the instants of the source's commits after the checkpoint
+version (from its Delta log), keeps the files whose `_commit_time` statistics can hold one
+of them, and filters the rows to those instants: old files are never scanned. It needs the
+source to be a runner table (it has `_commit_time`, like Hudi's `_hoodie_commit_time`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+
+from runner.errors import UserError
+
+COMMIT_TIME = "_commit_time"
+
+
+@dataclass(frozen=True)
+class DeltaRead:
+    paths: list[str]  # data files to read (absolute URIs)
+    instants: list[str] | None  # keep only rows of these commits (None: every row)
+    version: int  # the source version read
+    files_total: int
+    bytes: int
+
+
+def open_source_table(uri: str, where: str) -> DeltaTable:
+    try:
+        table = DeltaTable(uri)
+    except TableNotFoundError:
+        raise UserError(f"{where}: no Delta table at {uri}") from None
+    if table.metadata().partition_columns:
+        raise UserError(
+            f"{where}: {uri} is a Delta table partitioned by "
+            f"{', '.join(table.metadata().partition_columns)}; the runner reads unpartitioned "
+            "Delta tables (its own are), partitioned ones need delta-spark"
+        )
+    features = table.protocol().reader_features or []
+    if features and set(features) - {"timestampNtz"}:
+        raise UserError(
+            f"{where}: {uri} uses Delta reader features {', '.join(features)}, which reading "
+            "its parquet files directly would get wrong; read it with delta-spark"
+        )
+    return table
+
+
+def plan_delta_read(uri: str, since: Any, incremental: bool, where: str) -> DeltaRead:
+    """The files (and commit instants) of one read of the table at `uri`."""
+    table = open_source_table(uri, where)
+    version = table.version()
+    actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+    root = table.table_uri.rstrip("/")
+    if not incremental or since is None:
+        paths = [f"{root}/{row['path']}" for row in actions]
+        size = sum(row["size_bytes"] for row in actions)
+        return DeltaRead(paths, None, version, len(actions), size)
+    start = _checkpoint_version(since, where)
+    if COMMIT_TIME not in table.schema().to_arrow().names:
+        raise UserError(
+            f"{where}: incremental since: last needs a runner table (a {COMMIT_TIME} column); "
+            f"{uri} has none. Read it in full (drop `incremental`)"
+        )
+    instants = sorted(
+        {
+            str(c["runner"]["instant"])
+            for c in table.history()
+            if c["version"] > start
+            and isinstance(c.get("runner"), dict)
+            # an expansion moves rows without changing them: nothing new to read
+            and c["runner"].get("operation") != "expand"
+            and c["runner"].get("instant")
+        }
+    )
+    keep = [row for row in actions if _may_hold(row, instants)]
+    paths = [f"{root}/{row['path']}" for row in keep]
+    return DeltaRead(paths, instants, version, len(actions), sum(r["size_bytes"] for r in keep))
+
+
+def _checkpoint_version(since: Any, where: str) -> int:
+    value = since.get("version") if isinstance(since, dict) else since
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise UserError(
+            f"{where}: checkpoint {since!r} is not a table version; give a version number"
+        ) from None
+
+
+def _may_hold(row: dict, instants: list[str]) -> bool:
+    low, high = row.get(f"min.{COMMIT_TIME}"), row.get(f"max.{COMMIT_TIME}")
+    if low is None or high is None:
+        return bool(instants)  # no statistics: the file must be read
+    return any(low <= i <= high for i in instants)
