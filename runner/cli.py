@@ -6,6 +6,8 @@ Exit codes: 0 success, 2 a problem the user can fix (spec, arguments, input), 1 
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import sys
 import traceback
 from pathlib import Path
@@ -51,6 +53,7 @@ def cli(ctx: click.Context, debug: bool, log_format: str) -> None:
       runner inspect TABLE_DIR        rows, bytes and skew per bucket
       runner clean PIPELINE.yaml      remove files no reader needs
       runner read TABLE_DIR --since INSTANT     rows committed after an instant
+      runner render PIPELINE.yaml --image IMAGE   SparkApplication for Kubernetes
     """
     from runner import logs
 
@@ -447,6 +450,111 @@ def schema(markdown: bool) -> None:
     from runner.spec.docs import spec_reference
 
     click.echo(spec_reference() if markdown else schema_path().read_text(), nl=False)
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--image", help="Container image of the runner (see the Dockerfile).")
+@click.option("--namespace", help="Namespace of the objects (default: kubernetes.namespace).")
+@click.option("--schedule", metavar="CRON", help="Render a ScheduledSparkApplication.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    help="Write DIR/<name>.yaml instead of printing.",
+)
+@click.option("--check", is_flag=True, help="Check manifest FILES against the CRD schemas.")
+def render(
+    files: tuple[str, ...],
+    image: str | None,
+    namespace: str | None,
+    schedule: str | None,
+    out: str | None,
+    check: bool,
+) -> None:
+    """Kubernetes manifests for a spec, or an offline check of manifests.
+
+    \b
+      runner render SPEC.yaml --image IMAGE [--namespace NS] [--schedule CRON] [--out DIR]
+      runner render --check FILE.yaml ...
+
+    Prints a ConfigMap holding the spec file and a spark-operator SparkApplication (a
+    ScheduledSparkApplication with --schedule) that runs it, resources and settings from
+    the spec's `kubernetes:` block. Each ${env:NAME} of the spec becomes an environment
+    variable from the Secret kubernetes.secret, key NAME. Same input, same output bytes.
+
+    With --check, validates each document against the spark-operator CRD schemas with
+    unknown fields refused, prints FILE: document N (Kind/name): field: problem, and exits
+    2 on any problem. Needs no cluster and starts no JVM.
+    """
+    if check:
+        if image or namespace or schedule or out:
+            raise click.UsageError("--check takes manifest files only")
+        _check_manifests(files)
+        return
+    if len(files) != 1:
+        raise click.UsageError("give one SPEC to render (or --check FILE...)")
+    if not image:
+        raise click.UsageError("--image is required to render a spec")
+    from runner.k8s.render import k8s_name, render_manifests, to_yaml
+    from runner.spec import load_spec
+
+    spec_file = files[0]
+    spec = load_spec(spec_file)
+    command = ["runner", "render", spec_file, "--image", image]
+    command += ["--namespace", namespace] if namespace else []
+    command += ["--schedule", schedule] if schedule else []
+    docs = render_manifests(
+        spec, Path(spec_file).read_text(encoding="utf-8"), image, namespace, schedule
+    )
+    text = to_yaml(docs, shlex.join(command))
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    target = Path(out) / f"{k8s_name(spec.name)}.yaml"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    click.echo(f"wrote {target}")
+
+
+def _check_manifests(files: tuple[str, ...]) -> None:
+    from runner.k8s.check import check_file
+
+    bad = 0
+    for path in files:
+        report = check_file(path)
+        for problem in report.problems:
+            click.echo(str(problem))
+        if report.skipped:
+            click.echo(f"{path}: not checked (no schema here): {', '.join(report.skipped)}")
+        if report.problems:
+            bad += 1
+        elif report.checked:
+            click.echo(f"{path}: ok ({', '.join(report.checked)})")
+    if bad:
+        click.echo(f"{bad} of {len(files)} file(s) invalid", err=True)
+        sys.exit(2)
+
+
+_POD_ARGS = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
+
+
+@cli.command(hidden=True, context_settings=_POD_ARGS)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def driver(args: tuple[str, ...]) -> None:
+    """Spark's driver pod on Kubernetes: spark-submit in client mode (Spark passes ARGS)."""
+    from runner.k8s.pod import driver_command
+
+    command = driver_command(list(args), os.environ)
+    os.execv(command[0], command)
+
+
+@cli.command(hidden=True, context_settings=_POD_ARGS)
+def executor() -> None:
+    """Spark's executor pod on Kubernetes: the executor backend, set up from the environment."""
+    from runner.k8s.pod import executor_command
+
+    command = executor_command(os.environ)
+    os.execvp(command[0], command)
 
 
 def main() -> None:

@@ -27,6 +27,7 @@ from runner.spec.model import (
     Incremental,
     IndexSpec,
     JdbcSpec,
+    KubernetesSpec,
     PipelineSpec,
     QuarantineSpec,
     Source,
@@ -360,6 +361,19 @@ def _build(data: dict[str, Any], file: Path) -> PipelineSpec:
                 expansion=ExpansionSpec(**index.get("expansion", {})),
             ),
         ),
+        kubernetes=_kubernetes(data.get("kubernetes", {})),
+    )
+
+
+def _kubernetes(block: dict[str, Any]) -> KubernetesSpec:
+    defaults = KubernetesSpec()
+    plain = ("namespace", "service_account", "secret", "restart_policy", "retries")
+    plain += ("retry_interval_seconds",)
+    return KubernetesSpec(
+        **{key: block[key] for key in plain if key in block},
+        driver=replace(defaults.driver, **block.get("driver", {})),
+        executor=replace(defaults.executor, **block.get("executor", {})),
+        spark_conf={k: _conf_str(v) for k, v in block.get("spark_conf", {}).items()},
     )
 
 

@@ -137,6 +137,30 @@ class Target:
 
 
 @dataclass(frozen=True)
+class PodResources:
+    cores: int
+    memory: str  # Spark notation: 512m, 2g
+    instances: int = 1
+
+
+@dataclass(frozen=True)
+class KubernetesSpec:
+    """How `runner render` deploys the pipeline; local runs never read it."""
+
+    namespace: str = "runner"
+    service_account: str = "runner"
+    secret: str = "runner-secrets"  # holds the values of ${env:NAME} references, key NAME
+    driver: PodResources = field(default_factory=lambda: PodResources(cores=1, memory="1g"))
+    executor: PodResources = field(
+        default_factory=lambda: PodResources(cores=1, memory="2g", instances=2)
+    )
+    restart_policy: str = "OnFailure"  # Never | OnFailure | Always
+    retries: int = 3
+    retry_interval_seconds: int = 60
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class PipelineSpec:
     name: str
     sources: tuple[Source, ...]
@@ -146,3 +170,4 @@ class PipelineSpec:
     transform_sql: str | None = None
     description: str | None = None
     expectations: tuple[Expectation, ...] = ()
+    kubernetes: KubernetesSpec = field(default_factory=KubernetesSpec)

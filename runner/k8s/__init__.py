@@ -1,0 +1,1 @@
+"""Kubernetes: manifests for the spark-operator (render), their offline check, the pod entry."""

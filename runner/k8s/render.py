@@ -1,0 +1,186 @@
+"""A spec as Kubernetes objects: a ConfigMap with the spec file and a SparkApplication.
+
+The output is deterministic (same spec and arguments, same bytes), so rendered manifests can
+be committed and compared. Secrets stay references: every `${env:NAME}` of the spec becomes
+an environment variable read from a Secret (key NAME), and the ConfigMap holds the spec as
+written. Nothing here imports pyspark.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from runner.errors import UserError
+from runner.spec.model import PipelineSpec, PodResources
+from runner.spec.secrets import env_names
+
+API_VERSION = "sparkoperator.k8s.io/v1beta2"
+# The image puts runner/k8s/driver.py here (see the Dockerfile); spark-submit runs it.
+MAIN_FILE = "local:///opt/runner/driver.py"
+# The spec file is mounted into the image's working directory, as with `docker run -v DIR:/work`.
+WORK_DIR = "/work"
+RUN_AS_USER = 10001  # the image's numeric non-root user
+SPEC_HASH_ANNOTATION = "runner.dev/spec-sha256"
+_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+
+
+def k8s_name(name: str) -> str:
+    """A pipeline name as a Kubernetes object name (DNS-1123 label): trips_v2 -> trips-v2."""
+    out = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")[:50].strip("-")
+    if not out:
+        raise UserError(f"pipeline name {name!r} gives no valid Kubernetes name")
+    return out
+
+
+def spark_version() -> str:
+    """The pyspark version the image runs, from package metadata (no JVM, no import)."""
+    return metadata.version("pyspark")
+
+
+def render_manifests(
+    spec: PipelineSpec,
+    spec_text: str,
+    image: str,
+    namespace: str | None = None,
+    schedule: str | None = None,
+) -> list[dict[str, Any]]:
+    """The ConfigMap and the SparkApplication (ScheduledSparkApplication with a schedule)."""
+    file_name = Path(spec.file).name
+    if not _KEY.match(file_name):
+        raise UserError(f"spec file name {file_name!r} is not a valid ConfigMap key")
+    k8s = spec.kubernetes
+    name = k8s_name(spec.name)
+    namespace = namespace or k8s.namespace
+    labels = {"app.kubernetes.io/name": "runner", "app.kubernetes.io/instance": name}
+    digest = hashlib.sha256(spec_text.encode()).hexdigest()
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": f"{name}-spec",
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": {SPEC_HASH_ANNOTATION: digest},
+        },
+        "data": {file_name: spec_text},
+    }
+    env = [
+        {"name": var, "valueFrom": {"secretKeyRef": {"name": k8s.secret, "key": var}}}
+        for var in env_names(yaml.safe_load(spec_text))
+    ]
+    mount = {
+        "name": "spec",
+        "mountPath": f"{WORK_DIR}/{file_name}",
+        "subPath": file_name,
+        "readOnly": True,
+    }
+    app_spec: dict[str, Any] = {
+        "type": "Python",
+        "mode": "cluster",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "sparkVersion": spark_version(),
+        "mainApplicationFile": MAIN_FILE,
+        "arguments": [f"{WORK_DIR}/{file_name}"],
+    }
+    if k8s.spark_conf:
+        app_spec["sparkConf"] = dict(sorted(k8s.spark_conf.items()))
+    app_spec["restartPolicy"] = _restart_policy(spec)
+    app_spec["volumes"] = [{"name": "spec", "configMap": {"name": f"{name}-spec"}}]
+    # The hash on the pods is part of .spec: a changed spec is a changed application, which
+    # the operator submits again.
+    pod_annotations = {SPEC_HASH_ANNOTATION: digest}
+    app_spec["driver"] = {
+        **_pod(k8s.driver, labels, pod_annotations, env, mount),
+        "serviceAccount": k8s.service_account,
+    }
+    app_spec["executor"] = {
+        **_pod(k8s.executor, labels, pod_annotations, env, mount),
+        "instances": k8s.executor.instances,
+    }
+    meta = {"name": name, "namespace": namespace, "labels": labels}
+    meta["annotations"] = {SPEC_HASH_ANNOTATION: digest}
+    if schedule is None:
+        app = {"apiVersion": API_VERSION, "kind": "SparkApplication", "metadata": meta}
+        return [config_map, {**app, "spec": app_spec}]
+    scheduled = {
+        "schedule": schedule,
+        "concurrencyPolicy": "Forbid",
+        "successfulRunHistoryLimit": 1,
+        "failedRunHistoryLimit": 3,
+        "template": app_spec,
+    }
+    app = {"apiVersion": API_VERSION, "kind": "ScheduledSparkApplication", "metadata": meta}
+    return [config_map, {**app, "spec": scheduled}]
+
+
+def _restart_policy(spec: PipelineSpec) -> dict[str, Any]:
+    k8s = spec.kubernetes
+    policy: dict[str, Any] = {"type": k8s.restart_policy}
+    if k8s.restart_policy == "OnFailure":
+        policy["onFailureRetries"] = k8s.retries
+        policy["onFailureRetryInterval"] = k8s.retry_interval_seconds
+        policy["onSubmissionFailureRetries"] = k8s.retries
+        policy["onSubmissionFailureRetryInterval"] = k8s.retry_interval_seconds
+    return policy
+
+
+def _pod(
+    resources: PodResources,
+    labels: dict[str, str],
+    annotations: dict[str, str],
+    env: list[dict[str, Any]],
+    mount: dict[str, Any],
+) -> dict[str, Any]:
+    pod: dict[str, Any] = {
+        "cores": resources.cores,
+        "memory": resources.memory,
+        "labels": labels,
+        "annotations": annotations,
+    }
+    if env:
+        pod["env"] = env
+    pod["volumeMounts"] = [mount]
+    pod["securityContext"] = {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS_USER,
+        "allowPrivilegeEscalation": False,
+    }
+    return pod
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style, no anchors, multi-line strings (the spec text) as literal blocks."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def to_yaml(documents: list[dict[str, Any]], command: str | None = None) -> str:
+    """The documents as one multi-document YAML text, with a header naming the command."""
+    header = ""
+    if command:
+        header = f"# Generated by `{command}`: change the spec and render again.\n"
+    body = yaml.dump_all(
+        documents,
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=False,
+        explicit_start=True,
+        width=100,
+    )
+    return header + body
