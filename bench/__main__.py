@@ -42,6 +42,10 @@ def render(results: list[dict]) -> str:
             )
         for system, size in r.get("bytes_written", {}).items():
             lines.append(f"| ↳ bytes written | | {system} | {size / 2**20:.1f} MiB | |")
+        for system, size in r.get("bytes_replaced", {}).items():
+            lines.append(f"| ↳ stored bytes replaced | | {system} | {size / 2**20:.1f} MiB | |")
+        for what, count in r.get("touched", {}).items():
+            lines.append(f"| ↳ {what} | | | {count} | |")
     return "\n".join(lines)
 
 
@@ -52,6 +56,11 @@ def main() -> None:
     parser.add_argument("--buckets", type=int, default=16)
     parser.add_argument(
         "--only", choices=["write", "expand"], help="run one group of scenarios (default: all)"
+    )
+    parser.add_argument(
+        "--fractions",
+        default="0.001,0.01,0.1",
+        help="upsert batch sizes as fractions of --rows (default 0.001,0.01,0.1)",
     )
     parser.add_argument("--out", type=Path, default=Path("bench/results/write.json"))
     args = parser.parse_args()
@@ -69,7 +78,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="runner-bench-") as tmp:
         results = []
         if args.only in (None, "write"):
-            results += run_write_benchmarks(spark, Path(tmp), args.rows, args.repeats, args.buckets)
+            fractions = tuple(float(f) for f in args.fractions.split(","))
+            results += run_write_benchmarks(
+                spark, Path(tmp), args.rows, args.repeats, args.buckets, fractions
+            )
         if args.only in (None, "expand"):
             results += run_expand_benchmarks(
                 spark, Path(tmp), args.rows, args.repeats, args.buckets

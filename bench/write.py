@@ -86,7 +86,12 @@ def dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*.parquet"))
 
 
-def run_write_benchmarks(spark, work: Path, rows: int, repeats: int, buckets: int) -> list[dict]:
+FRACTIONS = (0.001, 0.01, 0.1)
+
+
+def run_write_benchmarks(
+    spark, work: Path, rows: int, repeats: int, buckets: int, fractions=FRACTIONS
+) -> list[dict]:
     results = []
     base_src = work / "base_src"
     base_src.mkdir(parents=True)
@@ -120,30 +125,37 @@ def run_write_benchmarks(spark, work: Path, rows: int, repeats: int, buckets: in
         }
     )
 
-    # 2. upserts of a 1 % batch (plus 10 % new keys): spread over every partition, and
-    #    concentrated in one partition, the case a bucket index is made for
+    # 2. upserts of batches of each fraction of the table (updates, plus a tenth as many new
+    #    keys): spread over every partition, and concentrated in one partition, the case a
+    #    bucket index is made for
     delta_base = work / "delta_base"
     write_deltalake(str(delta_base), base, partition_by=["city"])
     rng = random.Random(2)
-    n = max(1, rows // 100)
-    spread = rng.sample(range(rows), n)
-    one_partition = rng.sample(range(0, rows, len(CITIES)), n)  # every id here is city "ams"
-    for label, ids in (("spread over all partitions", spread), ("in one partition", one_partition)):
-        new_keys = [rows + i * len(CITIES) for i in range(n // 10)]  # also "ams"
-        results.append(
-            _upsert(
-                spark,
-                work,
-                runner_table,
-                delta_base,
-                base_src,
-                base,
-                ids + new_keys,
-                f"upsert {n + len(new_keys):,} rows {label} into {rows:,}",
-                repeats,
-                buckets,
+    ams = range(0, rows, len(CITIES))  # every id here is city "ams"
+    for fraction in fractions:
+        n = max(1, int(rows * fraction))
+        spread = rng.sample(range(rows), n)
+        one_partition = rng.sample(ams, min(n, len(ams)))
+        for label, ids in (
+            ("spread over all partitions", spread),
+            ("in one partition", one_partition),
+        ):
+            new_keys = [rows + i * len(CITIES) for i in range(len(ids) // 10)]  # also "ams"
+            results.append(
+                _upsert(
+                    spark,
+                    work,
+                    runner_table,
+                    delta_base,
+                    base_src,
+                    base,
+                    ids + new_keys,
+                    f"upsert {len(ids) + len(new_keys):,} rows ({fraction:.1%}) {label} "
+                    f"into {rows:,}",
+                    repeats,
+                    buckets,
+                )
             )
-        )
     return results
 
 
@@ -157,12 +169,20 @@ def _upsert(spark, work, runner_table, delta_base, base_src, base, ids, label, r
     merged.update({r["id"]: r for r in batch.to_pylist()})
     expected_after = checksum(pa.Table.from_pylist(list(merged.values()), schema=base.schema))
     written: dict[str, int] = {}
+    replaced: dict[str, int] = {}  # bytes of stored files the upsert replaced
+    touched: dict[str, int] = {}
 
     # the runner: the bulk-loaded table, copied fresh for every repeat
     upsert_spec = spec_file(work, "upsert", "upsert", batch_src, work / "upsert_runner", buckets)
 
     def runner_upsert() -> None:
-        written["runner"] = run_pipeline(upsert_spec, spark=spark).bytes_written
+        before = _live_files(DeltaTable(str(work / "upsert_runner")))
+        summary = run_pipeline(upsert_spec, spark=spark)
+        after = _live_files(DeltaTable(str(work / "upsert_runner")))
+        written["runner"] = summary.bytes_written
+        replaced["runner"] = sum(size for path, size in before.items() if path not in after)
+        touched["runner buckets"] = summary.buckets_touched
+        touched["runner buckets in the table"] = len(before)
 
     t_upsert = timed(
         repeats, lambda: _fresh_copy(runner_table, work / "upsert_runner"), runner_upsert
@@ -187,6 +207,7 @@ def _upsert(spark, work, runner_table, delta_base, base_src, base, ids, label, r
         table.update_incremental()
         after = _live_files(table)
         written["delta-rs merge"] = sum(size for path, size in after.items() if path not in before)
+        replaced["delta-rs merge"] = sum(size for path, size in before.items() if path not in after)
 
     t_merge = timed(repeats, lambda: _fresh_copy(delta_base, work / "delta_merge"), delta_merge)
     assert checksum(DeltaTable(str(work / "delta_merge")).to_pyarrow_table()) == expected_after
@@ -201,6 +222,7 @@ def _upsert(spark, work, runner_table, delta_base, base_src, base, ids, label, r
     t_naive = timed(repeats, lambda: None, naive)
     assert checksum(pq.read_table(work / "naive")) == expected_after
     written["naive spark rewrite"] = dir_bytes(work / "naive")
+    replaced["naive spark rewrite"] = dir_bytes(base_src)  # all of it, every time
     return {
         "scenario": label,
         "runner_s": statistics.median(t_upsert),
@@ -209,6 +231,8 @@ def _upsert(spark, work, runner_table, delta_base, base_src, base, ids, label, r
             "naive spark rewrite": statistics.median(t_naive),
         },
         "bytes_written": written,
+        "bytes_replaced": replaced,
+        "touched": touched,
     }
 
 

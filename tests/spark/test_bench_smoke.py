@@ -10,8 +10,20 @@ from bench.write import run_write_benchmarks
 
 
 def test_benchmark_scenarios_run_and_check_their_results(spark, tmp_path):
-    results = run_write_benchmarks(spark, tmp_path / "w", rows=800, repeats=1, buckets=2)
+    results = run_write_benchmarks(
+        spark, tmp_path / "w", rows=800, repeats=1, buckets=2, fractions=(0.1,)
+    )
     results += run_expand_benchmarks(spark, tmp_path / "e", rows=800, repeats=1, buckets=2)
     assert len(results) == 4
     for r in results:
         assert r["runner_s"] > 0 and all(s > 0 for s in r["peers"].values()), r
+    one_partition = results[2]
+    assert "in one partition" in one_partition["scenario"]
+    # the runner rewrites only the buckets of the one partition; a full rewrite everything
+    assert (
+        one_partition["touched"]["runner buckets"]
+        <= 2
+        < one_partition["touched"]["runner buckets in the table"]
+    )
+    replaced = one_partition["bytes_replaced"]
+    assert 0 < replaced["runner"] < replaced["naive spark rewrite"]
