@@ -202,10 +202,42 @@ def test_clean_on_s3(s3, written):
     pd.testing.assert_frame_equal(_normalized(table.to_pyarrow_table().to_pandas()), expected)
 
 
-def test_expansion_on_s3_is_refused_clearly(written):
+def test_expansion_on_s3_is_refused_clearly(spark, written, tmp_path):
     spec = written[0]
     with pytest.raises(UserError, match="local or mounted file system"):
         expand_table(spec, buckets=8, dry_run=True)
+    automatic = write_spec(
+        tmp_path,
+        {
+            "path": f"s3://{BUCKET}/warehouse/auto",
+            "operation": "insert",
+            "record_key": "id",
+            "index": {"buckets": 2, "expansion": {"max_bucket_bytes": 1000}},
+        },
+    )
+    write_batch(tmp_path, _batch(range(3), ts=1))
+    with pytest.raises(UserError, match="automatic bucket expansion"):
+        run_pipeline(load_spec(automatic), spark=spark)
+
+
+def test_quarantine_on_s3(s3, spark, tmp_path):
+    spec_file = write_spec(
+        tmp_path,
+        {
+            "path": f"s3://{BUCKET}/warehouse/q",
+            "record_key": "id",
+            "precombine_field": "ts",
+            "index": {"buckets": 2},
+            "quarantine": {"path": f"s3://{BUCKET}/warehouse/q_quarantine", "max_fraction": 0.5},
+        },
+        expectations=[{"name": "positive", "sql": "amount > 0", "action": "quarantine"}],
+    )
+    write_batch(tmp_path, _batch(range(10), ts=1))  # amount 0 for id 0
+    summary = run_pipeline(load_spec(spec_file), spark=spark)
+    assert summary.rows_quarantined == 1 and summary.inserted == 9
+    rejected = DeltaTable(f"s3://{BUCKET}/warehouse/q_quarantine", storage_options=_options(s3))
+    rows = rejected.to_pyarrow_table().to_pylist()
+    assert [(r["_rule"], json.loads(r["_record"])["id"]) for r in rows] == [("positive", 0)]
 
 
 def test_a_commit_never_replaces_a_log_entry(s3):
