@@ -23,7 +23,6 @@ from runner.cli import cli
 from runner.errors import UserError
 from runner.ops.clean import clean_table
 from runner.ops.expand import expand_table
-from runner.ops.inspect import inspect_table
 from runner.ops.run import run_pipeline
 from runner.spec import load_spec
 from tests.helpers import write_batch, write_spec
@@ -179,7 +178,9 @@ def test_runner_read_and_inspect_on_s3(s3, written):
     assert {r["_commit_time"] for r in changed} == {upserted.instant}
     assert len(changed) == upserted.inserted + upserted.updated
 
-    report = inspect_table(TABLE)
+    inspected = CliRunner().invoke(cli, ["inspect", TABLE, "--json"])
+    assert inspected.exit_code == 0, inspected.output
+    report = json.loads(inspected.stdout)
     assert report["version"] == 2 and report["rows"] == len(expected)
     assert {p["partition"] for p in report["partitions"]} == set(expected["city"])
     table = DeltaTable(TABLE, storage_options=_options(s3))
