@@ -9,7 +9,6 @@ except for the vacuum's own start/end entries.
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field
 from urllib.parse import unquote
 
@@ -18,8 +17,8 @@ import structlog
 from runner.errors import UserError
 from runner.ops.summary import human_size
 from runner.spec.model import PipelineSpec
-from runner.table.layout_commit import local_root
 from runner.table.snapshot import open_table
+from runner.table.storage import TableLocation
 
 log = structlog.get_logger(__name__)
 
@@ -70,7 +69,7 @@ def clean_table(
         full=True,
         keep_versions=keep,
     )
-    sizes = _sizes(spec.target.path, listed)
+    sizes = _sizes(snapshot.location, listed)
     if not dry_run and listed:
         removed = snapshot.table.vacuum(
             retention_hours=min_age,
@@ -97,12 +96,10 @@ def clean_table(
     return summary
 
 
-def _sizes(uri: str, paths: list[str]) -> dict[str, int]:
-    root = local_root(uri) if "://" not in uri or uri.startswith("file:") else None
-    sizes = {}
-    for path in paths:
-        try:
-            sizes[path] = os.path.getsize(root / unquote(path)) if root else 0
-        except OSError:
-            sizes[path] = 0
-    return sizes
+def _sizes(table: TableLocation, paths: list[str]) -> dict[str, int]:
+    """The size of each listed file (0 when it is gone meanwhile), table-relative paths."""
+    if not paths:
+        return {}
+    fs, root = table.filesystem()
+    infos = fs.get_file_info([f"{root}/{unquote(p)}" for p in paths])
+    return {p: max(info.size or 0, 0) for p, info in zip(paths, infos, strict=True)}

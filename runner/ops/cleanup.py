@@ -14,23 +14,24 @@ import structlog
 from pyspark.sql import SparkSession
 
 from runner.table.snapshot import open_table
+from runner.table.storage import TableLocation
 
 log = structlog.get_logger(__name__)
 
 
-def remove_uncommitted(spark: SparkSession, table_uri: str, instant: str) -> None:
+def remove_uncommitted(spark: SparkSession, table: TableLocation, instant: str) -> None:
     """Wait for the failed job's other tasks, then remove every file of `instant`, unless
     the commit went through (a failure after it must not touch committed files)."""
     _wait_for_running_tasks(spark)
-    if _committed(table_uri, instant):
+    if _committed(table, instant):
         log.warning("failed_after_commit", instant=instant)
         return
-    _remove_files_of(table_uri, instant)
+    _remove_files_of(table, instant)
 
 
-def remove_files(table_uri: str, paths: list[str]) -> None:
+def remove_files(table: TableLocation, paths: list[str]) -> None:
     """Remove files of this run that will never be committed (table-relative paths)."""
-    fs, root = pafs.FileSystem.from_uri(table_uri)
+    fs, root = table.filesystem()
     for path in paths:
         try:
             fs.delete_file(f"{root}/{path}")
@@ -38,8 +39,8 @@ def remove_files(table_uri: str, paths: list[str]) -> None:
             log.warning("uncommitted_file_left", path=path)
 
 
-def _committed(table_uri: str, instant: str) -> bool:
-    snapshot = open_table(table_uri)
+def _committed(table: TableLocation, instant: str) -> bool:
+    snapshot = open_table(table)
     suffix = f"_{instant}.parquet"
     return snapshot is not None and any(f.path.endswith(suffix) for f in snapshot.files())
 
@@ -55,12 +56,12 @@ def _wait_for_running_tasks(spark: SparkSession, timeout_s: float = 60.0) -> Non
     log.warning("tasks_still_running", waited_s=timeout_s)
 
 
-def _remove_files_of(table_uri: str, instant: str) -> None:
+def _remove_files_of(table: TableLocation, instant: str) -> None:
     """Best effort: a failed run's files are invisible anyway; don't leave them around.
 
     Every file of a run, from any task attempt, ends with _<instant>.parquet.
     """
-    fs, root = pafs.FileSystem.from_uri(table_uri)
+    fs, root = table.filesystem()
     try:
         listing = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
     except OSError:

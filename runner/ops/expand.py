@@ -43,6 +43,7 @@ from runner.table.regroup_writer import (
     RehashJob,
 )
 from runner.table.snapshot import DataFile, TableSnapshot, open_table
+from runner.table.storage import is_local
 
 log = structlog.get_logger(__name__)
 
@@ -249,9 +250,9 @@ def run_expansion(
     if plan.policy == "multiple_rehash":
         root = str(local_root(snapshot.uri)).rstrip("/")
         local_files = {f"{root}/{f.path}": f.path for f in files}
-        job = RehashJob(snapshot.uri, summary.instant, schema, file_ids, local_files, fault)
+        job = RehashJob(snapshot.location, summary.instant, schema, file_ids, local_files, fault)
     else:
-        job = RegroupJob(snapshot.uri, summary.instant, schema, file_ids, fault)
+        job = RegroupJob(snapshot.location, summary.instant, schema, file_ids, fault)
     read_conf = _whole_file_reads(max((f.size for f in files), default=0))
     saved = {k: spark.conf.get(k, None) for k in read_conf}
     try:
@@ -287,7 +288,7 @@ def run_expansion(
             },
         )
     except BaseException:
-        remove_uncommitted(spark, snapshot.uri, summary.instant)
+        remove_uncommitted(spark, snapshot.location, summary.instant)
         raise
     finally:
         for key, value in saved.items():
@@ -382,11 +383,26 @@ def expand_table(
     return plan, run_expansion(spark, snapshot, target, plan)
 
 
+def automatic(target: Target) -> bool:
+    expansion = target.index.expansion
+    return expansion.policy != "none" and bool(expansion.max_bucket_bytes)
+
+
+def check_automatic_expansion(target: Target) -> None:
+    """Before a run: the automatic expansion after its commit must be possible at all."""
+    if automatic(target) and not is_local(target.path):
+        raise UserError(
+            f"target.index.expansion.max_bucket_bytes asks for automatic bucket expansion, "
+            f"which needs the table on a local or mounted file system; {target.path} is on an "
+            "object store. Remove max_bucket_bytes (or set policy: none) for this target"
+        )
+
+
 def expand_if_due(spark: SparkSession, spec: PipelineSpec) -> ExpandSummary | None:
     """After a commit: grow, by the spec's policy and factor, the partitions whose largest
     bucket file passed index.expansion.max_bucket_bytes."""
     expansion = spec.target.index.expansion
-    if expansion.policy == "none" or not expansion.max_bucket_bytes:
+    if not automatic(spec.target):
         return None
     snapshot = open_table(spec.target.path)
     if snapshot is None:

@@ -16,12 +16,12 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-import pyarrow.fs as pafs
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from runner.errors import UserError
 from runner.sources.delta import COMMIT_TIME
+from runner.table.storage import locate
 
 INSTANT_DIGITS = 17  # yyyyMMddHHmmssSSS
 
@@ -46,8 +46,9 @@ def read_rows(
     until: str | None = None,
     as_of: str | None = None,
 ) -> ReadResult:
+    location = locate(path)
     try:
-        table = DeltaTable(path)
+        table = DeltaTable(path, storage_options=location.storage_options())
     except TableNotFoundError:
         raise UserError(f"no Delta table at {path}") from None
     if as_of is not None:
@@ -64,9 +65,9 @@ def read_rows(
     if COMMIT_TIME not in table.schema().to_arrow().names:
         raise UserError(f"{path} has no {COMMIT_TIME} column: --since/--until need a runner table")
     keep = [row for row in actions if _may_hold(row, since, until)]
-    fs, root = pafs.FileSystem.from_uri(table.table_uri)
+    fs, root = location.filesystem()
     dataset = ds.dataset(
-        [f"{root.rstrip('/')}/{unquote(row['path'])}" for row in keep],
+        [f"{root}/{unquote(row['path'])}" for row in keep],
         schema=pa.schema(table.schema().to_arrow()),
         format="parquet",
         filesystem=fs,

@@ -22,7 +22,7 @@ from runner.index.layout import BucketLayout
 from runner.index.naming import new_file_id, new_instant
 from runner.ops.clean import clean_table
 from runner.ops.cleanup import remove_files, remove_uncommitted
-from runner.ops.expand import expand_if_due
+from runner.ops.expand import check_automatic_expansion, expand_if_due
 from runner.ops.keys import (
     BUCKET,
     PARTITION_PATH,
@@ -57,6 +57,7 @@ from runner.table.config import check_table_settings, table_settings
 from runner.table.quarantine import append_quarantine
 from runner.table.schema import META_COLUMNS, SchemaPlan, plan_schema
 from runner.table.snapshot import DataFile, Group, TableSnapshot, open_table
+from runner.table.storage import TableLocation, locate
 from runner.table.writer import COUNTED_ACTIONS, RESULT_SCHEMA, WriteJob
 
 log = structlog.get_logger(__name__)
@@ -94,7 +95,9 @@ def run_pipeline(
     )
 
     summary.batch_id = batch_id
-    snapshot = open_table(target.path)
+    check_automatic_expansion(target)
+    table = locate(target.path)  # object store settings, resolved once, shipped to executors
+    snapshot = open_table(table)
     if snapshot is not None:
         check_table_settings(spec.file, target, snapshot.configuration)
         if (
@@ -147,11 +150,23 @@ def run_pipeline(
         stored_files = _stored_files(snapshot, groups, target)
         try:
             with stages.stage("write"):
-                results = _write(spark, keyed, target, plan, summary.instant, groups, stored_files)
+                results = _write(
+                    spark, keyed, table, target, plan, summary.instant, groups, stored_files
+                )
             for attempt in range(target.commit_retries + 1):
                 try:
                     with stages.stage("commit"):
-                        _commit(spec, summary, snapshot, plan, results, stored_files, plans, points)
+                        _commit(
+                            spec,
+                            table,
+                            summary,
+                            snapshot,
+                            plan,
+                            results,
+                            stored_files,
+                            plans,
+                            points,
+                        )
                     break
                 except BucketClash as clash:
                     if attempt == target.commit_retries:
@@ -164,6 +179,7 @@ def run_pipeline(
                         results = _remerge(
                             spark,
                             keyed,
+                            table,
                             target,
                             plan,
                             summary,
@@ -173,7 +189,7 @@ def run_pipeline(
                             clash,
                         )
         except BaseException:
-            remove_uncommitted(spark, target.path, summary.instant)
+            remove_uncommitted(spark, table, summary.instant)
             raise
     finally:
         judged.unpersist()
@@ -224,6 +240,7 @@ def table_layout(snapshot: TableSnapshot | None, target: Target) -> BucketLayout
 def _write(
     spark: SparkSession,
     keyed: DataFrame,
+    table: TableLocation,
     target: Target,
     plan: SchemaPlan,
     instant: str,
@@ -241,7 +258,7 @@ def _write(
         partitions=max(1, min(len(groups), _shuffle_partitions(spark))),
     )
     job = WriteJob(
-        target.path,
+        table,
         instant,
         plan.file_schema,
         file_ids,
@@ -258,6 +275,7 @@ def _write(
 def _remerge(
     spark: SparkSession,
     keyed: DataFrame,
+    table: TableLocation,
     target: Target,
     plan: SchemaPlan,
     summary: RunSummary,
@@ -279,9 +297,9 @@ def _remerge(
     subset = keyed.where(
         F.concat_ws("\x00", F.col(PARTITION_PATH), F.col(BUCKET).cast("string")).isin(keys)
     )
-    redone = _write(spark, subset, target, plan, summary.instant, again, stored_files)
+    redone = _write(spark, subset, table, target, plan, summary.instant, again, stored_files)
     superseded = [r.path for r in results if (r.partition_path, r.bucket) in again and r.path]
-    remove_files(target.path, superseded)
+    remove_files(table, superseded)
     return [r for r in results if (r.partition_path, r.bucket) not in again] + redone
 
 
@@ -410,6 +428,7 @@ def _result_struct() -> StructType:
 
 def _commit(
     spec: PipelineSpec,
+    table: TableLocation,
     summary: RunSummary,
     snapshot: TableSnapshot | None,
     plan: SchemaPlan,
@@ -446,8 +465,8 @@ def _commit(
         log.info("nothing_to_commit")
         return
     if snapshot is None:
-        create_table(target.path, spec.name, plan.file_schema, table_settings(target))
-        snapshot = open_table(target.path)
+        create_table(table, spec.name, plan.file_schema, table_settings(target))
+        snapshot = open_table(table)
         assert snapshot is not None
     else:
         # a re-merge after another writer's commit may find the columns already added

@@ -17,6 +17,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from runner.errors import UserError
+from runner.table.storage import storage_options
 
 COMMIT_TIME = "_commit_time"
 
@@ -32,7 +33,7 @@ class DeltaRead:
 
 def open_source_table(uri: str, where: str) -> DeltaTable:
     try:
-        table = DeltaTable(uri)
+        table = DeltaTable(uri, storage_options=storage_options(uri))
     except TableNotFoundError:
         raise UserError(f"{where}: no Delta table at {uri}") from None
     if table.metadata().partition_columns:

@@ -25,6 +25,7 @@ from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Tra
 
 from runner.errors import CommitConflictError
 from runner.table.snapshot import DataFile, Group, TableSnapshot, open_table
+from runner.table.storage import TableLocation
 
 log = structlog.get_logger(__name__)
 
@@ -52,18 +53,21 @@ class NewFile:
     stats: str
 
 
-def create_table(uri: str, name: str, schema: pa.Schema, settings: Mapping[str, str]) -> DeltaTable:
+def create_table(
+    location: TableLocation, name: str, schema: pa.Schema, settings: Mapping[str, str]
+) -> DeltaTable:
     try:
         return DeltaTable.create(
-            uri,
+            location.uri,
             schema=DeltaSchema.from_arrow(schema),
+            storage_options=location.storage_options(),
             name=name,
             configuration=dict(settings),
             raise_if_key_not_exists=False,
         )
     except DeltaError as exc:
         raise CommitConflictError(
-            f"could not create the table at {uri} (another run may have created it): {exc}"
+            f"could not create the table at {location.uri} (another run may have created it): {exc}"
         ) from exc
 
 
@@ -96,7 +100,7 @@ def commit_files(
             snapshot.table.update_incremental()
             return snapshot.table.version()
         except CommitFailedError as exc:
-            latest = open_table(snapshot.uri)
+            latest = open_table(snapshot.location)
             assert latest is not None
             if latest.configuration != snapshot.configuration:
                 raise CommitConflictError(

@@ -20,13 +20,14 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlparse
+from urllib.parse import quote
 
 import structlog
 
 from runner.errors import CommitConflictError, UserError
 from runner.table.commit import NewFile
 from runner.table.snapshot import DataFile, TableSnapshot, open_table
+from runner.table.storage import filesystem, is_local
 
 log = structlog.get_logger(__name__)
 
@@ -40,13 +41,16 @@ def log_path(path: str) -> str:
 
 
 def local_root(uri: str) -> Path:
-    parsed = urlparse(uri)
-    if parsed.scheme not in ("", "file"):
+    """The table's directory; refuses a table on an object store, with what to do instead."""
+    if not is_local(uri):
         raise UserError(
-            f"{uri}: changing a table's bucket layout is supported for tables on a local or "
-            "mounted file system only (its commit is published with an atomic hard link)"
+            f"{uri}: bucket expansion (runner expand, plan, index.expansion) needs the table "
+            "on a local or mounted file system, and this one is on an object store: the "
+            "expansion commits new bucket counts and files as one Delta version, which the "
+            "runner publishes with an atomic hard link, and an object store has none. The "
+            "table keeps its bucket counts; writes, reads and runner clean work as before"
         )
-    return Path(parsed.path if parsed.scheme else uri)
+    return Path(filesystem(uri)[1])
 
 
 def commit_relayout(
@@ -74,7 +78,7 @@ def commit_relayout(
             os.link(tmp, log_dir / f"{version:020d}.json")
             return version
         except FileExistsError:
-            latest = open_table(snapshot.uri)
+            latest = open_table(snapshot.location)
             assert latest is not None
             _check_not_overtaken(snapshot, latest, partitions, read_files)
             log.info("relayout_commit_retry", on_version=latest.version)

@@ -16,13 +16,16 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 from deltalake.transaction import CommitProperties, Transaction
 
+from runner.table.storage import storage_options
+
 log = structlog.get_logger(__name__)
 
 
 def append_quarantine(path: str, rows: pa.Table, metadata: dict, app_id: str | None) -> bool:
     """Append `rows`; False when `app_id` already committed to this table (nothing written)."""
+    options = storage_options(path)
     try:
-        existing = DeltaTable(path)
+        existing = DeltaTable(path, storage_options=options)
     except TableNotFoundError:
         existing = None
     if existing is not None and app_id and existing.transaction_version(app_id) is not None:
@@ -33,6 +36,7 @@ def append_quarantine(path: str, rows: pa.Table, metadata: dict, app_id: str | N
         rows,
         mode="append",
         schema_mode="merge",
+        storage_options=options,
         commit_properties=CommitProperties(
             custom_metadata={k: str(v) for k, v in metadata.items()},
             app_transactions=(

@@ -18,12 +18,12 @@ from urllib.parse import unquote, urlparse
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from runner import faults
 from runner.errors import RunnerError
 from runner.index.naming import data_file_name
+from runner.table.storage import TableLocation
 from runner.table.writer import BucketFile, conform, split_groups
 
 Group = tuple[str, int]
@@ -47,14 +47,14 @@ REGROUP_RESULT_SCHEMA = pa.schema(
 class _Outputs:
     """The open new-bucket files of a task, and the result row of each closed one."""
 
-    def __init__(self, job_uri: str, instant: str, schema: pa.Schema, file_ids, fault):
+    def __init__(self, table: TableLocation, instant: str, schema: pa.Schema, file_ids, fault):
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
         self.token = (
             f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.attemptNumber()}" if ctx else "0-0-0"
         )
-        self.fs, self.root = pafs.FileSystem.from_uri(job_uri)
+        self.fs, self.root = table.filesystem()
         self.instant, self.schema, self.file_ids, self.fault = instant, schema, file_ids, fault
         self.open: dict[Group, tuple[str, BucketFile]] = {}
         self.closed: set[Group] = set()
@@ -95,7 +95,7 @@ class RehashJob:
     `files` maps each old file's local path to its table-relative path.
     """
 
-    table_uri: str
+    table: TableLocation
     instant: str
     file_schema: pa.Schema
     file_ids: dict[Group, str]
@@ -103,7 +103,7 @@ class RehashJob:
     fault: str | None = None
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        out = _Outputs(self.table_uri, self.instant, self.file_schema, self.file_ids, self.fault)
+        out = _Outputs(self.table, self.instant, self.file_schema, self.file_ids, self.fault)
         current: str | None = None
         pieces: list[pa.RecordBatch] = []
         for batch in batches:
@@ -153,14 +153,14 @@ class RehashJob:
 class RegroupJob:
     """mapInArrow over whole rows, shuffled and sorted by (partition path, new bucket)."""
 
-    table_uri: str
+    table: TableLocation
     instant: str
     file_schema: pa.Schema
     file_ids: dict[Group, str]
     fault: str | None = None
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        out = _Outputs(self.table_uri, self.instant, self.file_schema, self.file_ids, self.fault)
+        out = _Outputs(self.table, self.instant, self.file_schema, self.file_ids, self.fault)
         current: Group | None = None
         for batch in batches:
             if batch.num_rows == 0:

@@ -12,6 +12,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from runner.errors import RunnerError
 from runner.index.naming import parse_data_file_name
+from runner.table.storage import TableLocation, locate
 
 Group = tuple[str, int]  # (partition path, bucket)
 
@@ -28,8 +29,12 @@ class DataFile:
 
 @dataclass
 class TableSnapshot:
-    uri: str
+    location: TableLocation
     table: DeltaTable
+
+    @property
+    def uri(self) -> str:
+        return self.location.uri
 
     @property
     def version(self) -> int:
@@ -78,9 +83,14 @@ class TableSnapshot:
         return dict(groups)
 
 
-def open_table(uri: str, storage_options: dict[str, str] | None = None) -> TableSnapshot | None:
-    """The table's latest snapshot, or None when no Delta table exists there yet."""
+def open_table(uri: str | TableLocation) -> TableSnapshot | None:
+    """The table's latest snapshot, or None when no Delta table exists there yet.
+
+    A URI's object store settings come from the environment (runner.table.storage).
+    """
+    location = uri if isinstance(uri, TableLocation) else locate(uri)
     try:
-        return TableSnapshot(uri, DeltaTable(uri, storage_options=storage_options))
+        table = DeltaTable(location.uri, storage_options=location.storage_options())
     except TableNotFoundError:
         return None
+    return TableSnapshot(location, table)

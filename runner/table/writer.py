@@ -28,6 +28,7 @@ from runner.table.bucket_merge import (
     stored_key_columns,
     summarize_stored,
 )
+from runner.table.storage import TableLocation
 
 ACTION = "__runner_action"
 # Distinct in every row: a dictionary page would only be built and thrown away.
@@ -120,7 +121,7 @@ class WriteJob:
     stored rows and the new rows into the bucket's new file.
     """
 
-    table_uri: str
+    table: TableLocation  # with the object store settings the driver resolved
     instant: str
     file_schema: pa.Schema
     file_ids: dict[tuple[str, int], str]
@@ -134,7 +135,7 @@ class WriteJob:
         ctx = TaskContext.get()
         partition = ctx.partitionId() if ctx else 0
         token = f"{partition}-{ctx.stageId()}-{ctx.attemptNumber()}" if ctx else "0-0-0"
-        fs, root = pafs.FileSystem.from_uri(self.table_uri)
+        fs, root = self.table.filesystem()
         seqno = _SeqNo(self.instant, partition)
         group, parts = None, []
         for batch in batches:
@@ -252,15 +253,18 @@ class BucketFile:
         self.schema = schema
         self.stats = _Stats(schema)
         self.writer: pq.ParquetWriter | None = None
+        self.stream: pa.NativeFile | None = None
         self.size = 0
 
     def write(self, rows: pa.Table) -> None:
         if rows.num_rows == 0:
             return
         if self.writer is None:
-            self.fs.create_dir(self.full_path.rsplit("/", 1)[0], recursive=True)
+            if self.fs.type_name == "local":  # an object store has no directories to make
+                self.fs.create_dir(self.full_path.rsplit("/", 1)[0], recursive=True)
+            self.stream = self.fs.open_output_stream(self.full_path)
             self.writer = pq.ParquetWriter(
-                self.fs.open_output_stream(self.full_path),
+                self.stream,
                 self.schema,
                 compression="zstd",  # about half of snappy's size here; every Delta reader has it
                 use_dictionary=[n for n in self.schema.names if n not in _UNIQUE_COLUMNS],
@@ -270,8 +274,9 @@ class BucketFile:
 
     def close(self) -> bool:
         """Finish the file; False when no row was written (and so no file exists)."""
-        if self.writer is None:
+        if self.writer is None or self.stream is None:
             return False
-        self.writer.close()
-        self.size = self.fs.get_file_info(self.full_path).size
+        self.writer.close()  # leaves the stream open: it was handed a stream, not a path
+        self.size = self.stream.tell()
+        self.stream.close()  # on an object store, this completes the upload
         return True
