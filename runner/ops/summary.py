@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -123,10 +124,18 @@ def _source_line(info: dict) -> str:
         parts.append(human_size(info["bytes"]))
     if "version" in info:
         parts.append(f"version {info['version']}")
-    return ", ".join(parts) + f"   checkpoint -> {_short(info.get('until'))}"
+    return ", ".join(parts) + f"   checkpoint -> {_checkpoint_text(info.get('until'))}"
 
 
-def _short(value: object) -> str:
+def _checkpoint_text(value: object) -> str:
+    """A checkpoint as a person reads it: a file time and name, a version, a column value."""
+    if isinstance(value, dict) and "mtime_ns" in value:
+        moment = dt.datetime.fromtimestamp(value["mtime_ns"] / 1e9, dt.UTC)
+        names = value.get("names") or []
+        shown = f" ({names[0]}{f' and {len(names) - 1} more' if len(names) > 1 else ''})"
+        return f"files modified up to {moment:%Y-%m-%d %H:%M:%S} UTC" + (shown if names else "")
+    if isinstance(value, dict) and "version" in value:
+        return f"version {value['version']}"
     text = str(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
