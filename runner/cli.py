@@ -116,8 +116,8 @@ def validate(specs: tuple[str, ...]) -> None:
 @click.option(
     "--continuous",
     is_flag=True,
-    help="Run round after round until SIGTERM or Ctrl-C; a round with new data commits, one "
-    "without does nothing. A stop lets the round in flight finish.",
+    help="Run round after round until stopped; a round with new data commits, one without "
+    "does nothing. SIGTERM lets the round in flight commit; Ctrl-C stops it at once.",
 )
 @click.option(
     "--min-interval",

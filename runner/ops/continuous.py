@@ -1,10 +1,11 @@
 """`runner run --continuous`: one run after another until stopped.
 
 Each round is an ordinary run: it commits when an incremental source brought something new
-and does nothing (no Spark job) when nothing arrived. SIGTERM (what Kubernetes sends) and
-Ctrl-C let the round in flight finish, commit and print its summary, then the loop ends
-with exit code 0. A round that fails ends the loop with its error, so a supervisor's
-restart policy sees it.
+and does nothing (no Spark job) when nothing arrived. SIGTERM (what Kubernetes and
+`docker stop` send) lets the round in flight finish, commit and print its summary, then the
+loop ends with exit code 0. Ctrl-C in a terminal reaches Spark's JVM and workers too, so it
+stops a round at once (the table stays as it was: nothing of that round is committed).
+A round that fails ends the loop with its error, so a supervisor's restart policy sees it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from runner.ops.run import run_pipeline
 from runner.spec.model import PipelineSpec
 
 log = structlog.get_logger(__name__)
+KEPT_ROUNDS = 100  # the summaries --summary-json keeps, newest last
 
 
 def run_continuously(
@@ -36,17 +38,17 @@ def run_continuously(
     stop = threading.Event()
 
     def request_stop(signum: int, _frame: object) -> None:
-        log.info("stop_requested", signal=signal.Signals(signum).name)
-        stop.set()
+        stop.set()  # only a flag: logging here could re-enter a write to stderr
 
     rounds: list[dict] = []
+    count = commits = 0
     spark = None
     while not stop.is_set():
         # PySpark puts its own SIGINT handler in when it starts: ours goes back every round.
         signal.signal(signal.SIGTERM, request_stop)
         signal.signal(signal.SIGINT, request_stop)
         started = time.monotonic()
-        first = not rounds
+        first = count == 0
         summary = run_pipeline(
             spec,
             console_progress=console_progress,
@@ -55,14 +57,16 @@ def run_continuously(
             ignore_checkpoint=ignore_checkpoint and first,
         )
         spark = spark or _active_session()
-        rounds.append(summary.to_dict())
-        click.echo(f"round {len(rounds)}: {summary.render()}")
+        count += 1
+        commits += summary.version is not None
+        rounds = [*rounds[-(KEPT_ROUNDS - 1) :], summary.to_dict()]
+        click.echo(f"round {count}: {summary.render()}")
         if summary_json:
             Path(summary_json).write_text(json.dumps(rounds, indent=2) + "\n")
-        log.info("round_done", round=len(rounds), version=summary.version)
+        log.info("round_done", round=count, version=summary.version)
         stop.wait(max(0.0, interval_seconds - (time.monotonic() - started)))
-    commits = sum(1 for r in rounds if r["version"] is not None)
-    click.echo(f"{spec.name}: stopped after {len(rounds)} round(s), {commits} commit(s)")
+    log.info("stopped", rounds=count, commits=commits)
+    click.echo(f"{spec.name}: stopped after {count} round(s), {commits} commit(s)")
     if spark is not None:
         spark.stop()
 

@@ -42,7 +42,7 @@ from runner.ops.quality import (
 from runner.ops.summary import RunSummary, Stages
 from runner.session import spark_session
 from runner.sources.checkpoint import FIELD as CHECKPOINT_FIELD
-from runner.sources.checkpoint import StartingPoints, starting_points
+from runner.sources.checkpoint import StartingPoints, last_checkpoints, starting_points
 from runner.sources.jdbc import driver_jars
 from runner.sources.plan import SourcePlan, nothing_new, plan_sources, read_input
 from runner.spec.model import PipelineSpec, Target
@@ -112,6 +112,8 @@ def run_pipeline(
         plans = plan_sources(spec, points)
     summary.checkpoint_origin = points.describe() if points.by_source or checkpoint else None
     if nothing_new(plans):
+        if snapshot is not None and points.origin in ("--checkpoint", "--ignore-checkpoint"):
+            _commit_checkpoints_only(spec, summary, snapshot, plans, points)
         return _nothing_new(summary, plans, stages)
     with stages.stage("start"):
         spark = spark or spark_session(
@@ -127,7 +129,10 @@ def run_pipeline(
         check_expectations(batch, spec)
         plan = _plan_schema(batch, target, snapshot)
         layout = table_layout(snapshot, target)
-        judged = _pinned(add_verdicts(add_key_columns(batch, target, layout), spec))
+        judged = _pinned(
+            add_verdicts(add_key_columns(batch, target, layout), spec),
+            reads_database=any(s.format == "jdbc" for s in spec.sources),
+        )
         keyed = judged.where(F.col(FATE).isNull())  # the rows to write
     try:
         with stages.stage("keys"):
@@ -175,6 +180,7 @@ def run_pipeline(
                             "allows; nothing of this run was committed: run it again"
                         ) from clash
                     snapshot = clash.latest
+                    _refuse_new_columns(snapshot, plan)
                     with stages.stage("remerge"):
                         results = _remerge(
                             spark,
@@ -211,6 +217,54 @@ def _nothing_new(summary: RunSummary, plans: list[SourcePlan], stages: Stages) -
     summary.stage_seconds = stages.seconds
     log.info("nothing_new", sources=list(summary.sources))
     return summary
+
+
+def _commit_checkpoints_only(
+    spec: PipelineSpec,
+    summary: RunSummary,
+    snapshot: TableSnapshot,
+    plans: list[SourcePlan],
+    points: StartingPoints,
+) -> None:
+    """A chosen start with nothing to read yet is still recorded, so the next run keeps it."""
+    checkpoints, _ = _checkpoints(plans, points)
+    metadata = {
+        "pipeline": spec.name,
+        "run_id": summary.run_id,
+        "instant": summary.instant,
+        "operation": "checkpoint",
+        CHECKPOINT_FIELD: checkpoints,
+        "checkpoint_origin": points.origin,
+    }
+    summary.version = commit_files(
+        snapshot,
+        snapshot.arrow_schema(),
+        [],
+        [],
+        set(),
+        metadata,
+        still_valid=_checkpoint_guard(spec, points),
+    )
+    log.info("checkpoints_recorded", version=summary.version, origin=points.origin)
+
+
+def _checkpoint_guard(spec: PipelineSpec, points: StartingPoints):
+    """Refuses to commit on top of another run of this pipeline that moved its checkpoints
+    after this run read them: both would have read the same input."""
+    if not any(s.incremental for s in spec.sources):
+        return None
+
+    def check(latest: TableSnapshot) -> str | None:
+        _, version = last_checkpoints(latest, spec.name)
+        if version == points.commit_version:
+            return None
+        return (
+            f"another run of pipeline {spec.name} committed version {version} with new source "
+            "checkpoints while this run read the same sources; committing too would ingest "
+            "that input twice, so nothing of this run was committed: run it again"
+        )
+
+    return check
 
 
 def _checkpoints(
@@ -272,6 +326,18 @@ def _write(
     return results
 
 
+def _refuse_new_columns(latest: TableSnapshot, plan: SchemaPlan) -> None:
+    """A re-merge rewrites the other writer's rows with this run's columns: if it added
+    columns meanwhile, their values would be lost, so the run stops instead."""
+    added = [n for n in latest.arrow_schema().names if n not in plan.file_schema.names]
+    if added:
+        raise CommitConflictError(
+            f"another writer committed version {latest.version} with new column(s) "
+            f"{', '.join(added)} in buckets this run rewrites; nothing of this run was "
+            "committed: run it again (its input must then have those columns)"
+        )
+
+
 def _remerge(
     spark: SparkSession,
     keyed: DataFrame,
@@ -303,13 +369,17 @@ def _remerge(
     return [r for r in results if (r.partition_path, r.bucket) not in again] + redone
 
 
-def _pinned(keyed: DataFrame) -> DataFrame:
+def _pinned(keyed: DataFrame, reads_database: bool = False) -> DataFrame:
     """The batch is read twice (bucket counts, then the write); both passes must agree.
 
     A file source's listing is fixed when its DataFrame is created, so a deterministic plan
     gives the same rows twice, and caching it would cost more than reading it again (about
     3 s per million rows here). A non-deterministic plan (rand(), now(), ...) is cached.
     """
+    if reads_database:
+        # a live table changes between the passes (and a re-merge): read it once
+        log.info("batch_cached", reason="a JDBC source")
+        return keyed.persist()
     if keyed._jdf.queryExecution().analyzed().deterministic():
         return keyed
     log.info("batch_cached", reason="the transform is not deterministic")
@@ -498,7 +568,14 @@ def _commit(
     rewritten = {(r.partition_path, r.bucket) for r in changed}
     batch = batch_app_id(spec, summary.batch_id) if summary.batch_id else None
     summary.version = commit_files(
-        snapshot, plan.file_schema, new_files, removed, rewritten, metadata, batch
+        snapshot,
+        plan.file_schema,
+        new_files,
+        removed,
+        rewritten,
+        metadata,
+        batch,
+        still_valid=_checkpoint_guard(spec, points),
     )
     faults.maybe_fail("after_commit")
     log.info(

@@ -69,10 +69,12 @@ class RunSummary:
                 "nothing to do"
             )
         if self.nothing_new:
-            return (
-                f"{self.pipeline}: nothing new in {', '.join(self.sources)}; nothing to do "
-                f"({stages})"
+            recorded = (
+                f"; the chosen checkpoints are recorded in version {self.version}"
+                if self.version is not None
+                else "; nothing to do"
             )
+            return f"{self.pipeline}: nothing new in {', '.join(self.sources)}{recorded} ({stages})"
         head = (
             f"committed version {self.version}"
             if self.version is not None

@@ -26,7 +26,7 @@ class StartingPoints:
 
     by_source: dict[str, Any]
     origin: str  # "table" | "--checkpoint" | "--ignore-checkpoint" | "new table"
-    commit_version: int | None = None  # the commit the checkpoints came from
+    commit_version: int | None = None  # the latest commit of the pipeline with checkpoints
 
     def describe(self) -> str:
         if self.origin == "table":
@@ -71,11 +71,13 @@ def starting_points(
             f"{spec.file} has no incremental source; --checkpoint and --ignore-checkpoint "
             "apply to sources with `incremental:`"
         )
-    if ignore:
-        return StartingPoints({}, "--ignore-checkpoint")
-    if override:
-        return StartingPoints(_parse_overrides(override, incremental), "--checkpoint")
     found, version = last_checkpoints(snapshot, spec.name)
+    if ignore:
+        return StartingPoints({}, "--ignore-checkpoint", version)
+    if override:
+        # the named sources start where the user says, the others where the table says
+        chosen = {**found, **_parse_overrides(override, incremental)}
+        return StartingPoints(chosen, "--checkpoint", version)
     if version is None:
         return StartingPoints({}, "new table")
     return StartingPoints(found, "table", version)

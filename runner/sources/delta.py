@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 from deltalake import DeltaTable
@@ -56,9 +57,10 @@ def plan_delta_read(uri: str, since: Any, incremental: bool, where: str) -> Delt
     table = open_source_table(uri, where)
     version = table.version()
     actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
-    root = table.table_uri.rstrip("/")
+    # the log's paths are URL-encoded; Spark wants them as they are on disk
+    root = uri.rstrip("/")
     if not incremental or since is None:
-        paths = [f"{root}/{row['path']}" for row in actions]
+        paths = [f"{root}/{unquote(row['path'])}" for row in actions]
         size = sum(row["size_bytes"] for row in actions)
         return DeltaRead(paths, None, version, len(actions), size)
     start = _checkpoint_version(since, where)
@@ -73,13 +75,13 @@ def plan_delta_read(uri: str, since: Any, incremental: bool, where: str) -> Delt
             for c in table.history()
             if c["version"] > start
             and isinstance(c.get("runner"), dict)
-            # an expansion moves rows without changing them: nothing new to read
-            and c["runner"].get("operation") != "expand"
+            # an expansion moves rows without changing them, a checkpoint commit has none
+            and c["runner"].get("operation") not in ("expand", "checkpoint")
             and c["runner"].get("instant")
         }
     )
     keep = [row for row in actions if _may_hold(row, instants)]
-    paths = [f"{root}/{row['path']}" for row in keep]
+    paths = [f"{root}/{unquote(row['path'])}" for row in keep]
     return DeltaRead(paths, instants, version, len(actions), sum(r["size_bytes"] for r in keep))
 
 

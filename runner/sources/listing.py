@@ -1,13 +1,15 @@
 """`incremental: new_files`: which files of a file source have not been ingested yet.
 
-The checkpoint is the newest modification time ingested and the names that carry it, so a
-file written in the same clock tick as the last ingested one is still picked up once.
+The checkpoint is the newest change time ingested (modification, or locally a rename into
+place) and the names that carry it, so a file changed in the same clock tick as the last
+ingested one is still picked up once.
 Files are listed with pyarrow, so deciding there is nothing new needs no JVM.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,15 +74,17 @@ def list_new_files(uri: str, since: FileCheckpoint | None) -> NewFiles:
             if f.type == pafs.FileType.File and not _hidden(f.path[len(root) :])
         ]
         base = root
+    local = isinstance(fs, pafs.LocalFileSystem)
     fresh = []
     for f in found:
         name = f.path[len(base) :].lstrip("/")
+        stamp = _stamp(f, local)
         if (
             since is None
-            or f.mtime_ns > since.mtime_ns
-            or (f.mtime_ns == since.mtime_ns and name not in since.names)
+            or stamp > since.mtime_ns
+            or (stamp == since.mtime_ns and name not in since.names)
         ):
-            fresh.append((f.mtime_ns, name, f))
+            fresh.append((stamp, name, f))
     fresh.sort(key=lambda t: (t[0], t[1]))
     if not fresh:
         return NewFiles(base, [], since, 0)
@@ -91,6 +95,16 @@ def list_new_files(uri: str, since: FileCheckpoint | None) -> NewFiles:
     paths = [_full(uri, f.path) for _, _, f in fresh]
     until = FileCheckpoint(newest, tuple(sorted(names)))
     return NewFiles(base, paths, until, sum(f.size or 0 for _, _, f in fresh))
+
+
+def _stamp(info: pafs.FileInfo, local: bool) -> int:
+    """When the file last changed where it is. Locally that includes the status-change
+    time, which a rename sets: a file written elsewhere and moved (or copied with its
+    modification time kept) into the directory later is still new. On object stores a
+    rename is a new object with a new modification time."""
+    if not local:
+        return info.mtime_ns
+    return max(info.mtime_ns, os.stat(info.path).st_ctime_ns)
 
 
 def _hidden(relative: str) -> bool:

@@ -7,6 +7,7 @@ temporary view under its name, and the transform over them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,12 +121,33 @@ def read_source(spark: SparkSession, plan: SourcePlan) -> DataFrame:
         if plan.paths is None:
             return reader.load(path)
         if not plan.paths:  # nothing new here, though another source has news
-            return reader.load(path).where(F.lit(False))
-        return reader.option("basePath", plan.base_path or path).load(plan.paths)
+            return _empty_like(reader, plan, path)
+        base = plan.base_path or path
+        return reader.option("basePath", base).load([spark_path(p) for p in plan.paths])
     except AnalysisException as exc:
         raise UserError(
             f"{plan.where} ({source.format} at {source.path}): {_first_line(exc)}"
         ) from exc
+
+
+def spark_path(path: str) -> str:
+    """A file path Spark reads as that one file: it would take [ ] { } * ? as a glob."""
+    return re.sub(r"([\\\[\]{}*?])", r"\\\1", path)
+
+
+def _empty_like(reader, plan: SourcePlan, path: str) -> DataFrame:
+    """No rows, with the source's columns: from its declared schema, or from the last file
+    it read (inferring from the whole directory would re-scan it, or fail when empty)."""
+    if plan.source.schema:
+        return reader.load(path).where(F.lit(False))
+    names = (plan.since or {}).get("names") or []
+    if not names:
+        raise UserError(
+            f"{plan.where} has no files yet and no schema: give the source a `schema:` "
+            "(Spark DDL) so the transform can run while its directory is empty"
+        )
+    last = f"{(plan.base_path or path).rstrip('/')}/{names[0]}"
+    return reader.load(spark_path(last)).where(F.lit(False))
 
 
 def _read_delta(spark: SparkSession, plan: SourcePlan) -> DataFrame:
@@ -135,7 +157,7 @@ def _read_delta(spark: SparkSession, plan: SourcePlan) -> DataFrame:
     if not plan.paths:
         table = open_source_table(resolve(plan.source.path, where=plan.where), plan.where)
         return spark.createDataFrame([], from_arrow_schema(pa.schema(table.schema().to_arrow())))
-    frame = spark.read.parquet(*plan.paths)
+    frame = spark.read.parquet(*[spark_path(p) for p in plan.paths])
     if plan.instants is not None:
         frame = frame.where(F.col(COMMIT_TIME).isin(plan.instants))
     return frame

@@ -12,7 +12,7 @@ the new version; otherwise it raises BucketClash, and the run merges those bucke
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,8 +85,12 @@ def commit_files(
     rewritten: set[Group],
     metadata: dict[str, Any],
     batch: str | None = None,
+    still_valid: Callable[[TableSnapshot], str | None] | None = None,
 ) -> int:
     """Commit adds and removes as ONE version; returns the version.
+
+    `still_valid` looks at the table another writer left before this run commits on top of
+    it: a message means this run's commit would now be wrong (its checkpoints went stale).
 
     `batch` is an app id recorded in the same commit (a Delta `txn` action), so that a
     re-run of the batch can tell it was committed.
@@ -108,6 +112,9 @@ def commit_files(
                     f"{latest.version}, for example a bucket expansion); its files follow the "
                     "old layout, so nothing of this run was committed: run the pipeline again"
                 ) from exc
+            problem = still_valid(latest) if still_valid else None
+            if problem:
+                raise CommitConflictError(problem) from exc
             if batch and latest.table.transaction_version(batch) is not None:
                 raise CommitConflictError(
                     f"batch {batch} was committed by another run meanwhile (version "
@@ -137,6 +144,13 @@ def _clashing_buckets(
     return sorted(gone | grown)
 
 
+def _table_schema(snapshot: TableSnapshot, schema: pa.Schema) -> pa.Schema:
+    """The schema to commit with: the table's own when it holds every column of this run's
+    files, so a column another writer added meanwhile is kept (older files read it null)."""
+    current = snapshot.arrow_schema()
+    return current if set(schema.names) <= set(current.names) else schema
+
+
 def _commit_once(
     snapshot: TableSnapshot,
     schema: pa.Schema,
@@ -153,7 +167,7 @@ def _commit_once(
     snapshot.table.create_write_transaction(
         actions,
         mode="append",
-        schema=DeltaSchema.from_arrow(schema),
+        schema=DeltaSchema.from_arrow(_table_schema(snapshot, schema)),
         commit_properties=CommitProperties(
             custom_metadata={"runner": metadata},
             app_transactions=[Transaction(batch, 1, now)] if batch else None,

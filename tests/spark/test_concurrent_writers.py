@@ -132,3 +132,24 @@ def test_a_batch_id_commits_once(spark, table, tmp_path):
 
     later = run_pipeline(load_spec(table), spark=spark, batch_id="2026-11-23")
     assert later.version == first.version + 1
+
+
+def test_a_column_the_other_writer_added_is_kept_or_the_run_stops(
+    spark, table, tmp_path, monkeypatch
+):
+    # disjoint buckets: this run's files lack the new column, the table keeps it
+    _race(monkeypatch, spark, tmp_path, _rows([1, 2], "us", 2).assign(extra="x"))
+    write_batch(tmp_path, _rows([1, 2], "nl", 3))
+    run_pipeline(load_spec(table), spark=spark)
+    rows = read_table(tmp_path / "table").set_index(["country", "id"])
+    assert rows.loc[("us", 2), "extra"] == "x" and pd.isna(rows.loc[("nl", 1), "extra"])
+
+    # the same bucket: a re-merge would drop the other writer's values, so the run stops
+    monkeypatch.undo()
+    (tmp_path / "other").rename(tmp_path / "other1")
+    _race(monkeypatch, spark, tmp_path, _rows([3], "nl", 4).assign(extra="y", more=1))
+    write_batch(tmp_path, _rows([3], "nl", 5).assign(extra="z"))
+    with pytest.raises(CommitConflictError, match=r"new column\(s\) more"):
+        run_pipeline(load_spec(table), spark=spark)
+    rows = read_table(tmp_path / "table").set_index(["country", "id"])
+    assert rows.loc[("nl", 3), "more"] == 1 and rows.loc[("nl", 3), "extra"] == "y"

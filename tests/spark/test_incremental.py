@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -91,9 +92,12 @@ def test_new_files_are_ingested_exactly_once(spark, tmp_path):
     assert "start" not in idle.stage_seconds  # decided from the listing: no Spark job
     assert DeltaTable(str(tmp_path / "table")).version() == 1
 
-    # b has the same modification time as a: it is still new, a is not read again
-    _drop(inbox, "b.parquet", _rows(range(5, 15), 2, tag="b"), now - 30)
-    _drop(inbox, "c.parquet", _rows(range(20, 25), 2, tag="c"), now - 10)
+    # b keeps an older modification time than a's (moved in with `mv` or `cp -p`): it is
+    # still new, as its change time says; a is not read again. c's name is a glob to Spark.
+    moment = pd.Timestamp(time.time(), unit="s", tz="UTC").isoformat()
+    time.sleep(0.05)
+    _drop(inbox, "b.parquet", _rows(range(5, 15), 2, tag="b"), now - 60)
+    _drop(inbox, "c[1].parquet", _rows(range(20, 25), 2, tag="c"), now - 10)
     second = run_pipeline(spec, spark=spark)
     assert (second.rows_read, second.version) == (15, 2)
     reference = _upsert(
@@ -109,10 +113,9 @@ def test_new_files_are_ingested_exactly_once(spark, tmp_path):
     assert _commit_meta(tmp_path / "table")["checkpoint_origin"] == "--ignore-checkpoint"
     pd.testing.assert_frame_equal(_table(tmp_path / "table"), reference, check_dtype=False)
 
-    # a chosen start: files modified after that time only (c)
-    moment = pd.Timestamp(now - 20, unit="s", tz="UTC").isoformat()
+    # a chosen start: files changed after that time only (b and c)
     chosen = run_pipeline(spec, spark=spark, checkpoint=(moment,))
-    assert chosen.rows_read == 5 and chosen.sources["events"]["files"] == 1
+    assert chosen.rows_read == 15 and chosen.sources["events"]["files"] == 2
 
 
 def test_a_failed_run_does_not_move_the_checkpoint(spark, tmp_path, monkeypatch):
@@ -327,3 +330,73 @@ def test_runner_read_pulls_commits_since_an_instant_and_reads_as_of(spark, tmp_p
 
     bad = CliRunner().invoke(cli, ["read", table, "--since", "yesterday"])
     assert bad.exit_code != 0 and "is not an instant" in str(bad.exception)
+
+
+def _two_file_sources(tmp_path: Path):
+    sources = [
+        {"name": s, "format": "parquet", "path": f"inbox_{s}", "incremental": "new_files"}
+        for s in ("a", "b")
+    ]
+    transform = {"sql": "SELECT * FROM a UNION ALL SELECT * FROM b"}
+    target = {"path": "table", **UPSERT}
+    return load_spec(_spec(tmp_path, "two", sources, target, transform=transform))
+
+
+def test_a_chosen_checkpoint_moves_only_the_named_source_and_is_recorded(spark, tmp_path):
+    spec = _two_file_sources(tmp_path)
+    _drop(tmp_path / "inbox_a", "1.parquet", _rows(range(10), 1, "nl"))
+    _drop(tmp_path / "inbox_b", "1.parquet", _rows(range(10), 1, "us"))
+    assert run_pipeline(spec, spark=spark).rows_read == 20
+    time.sleep(0.05)
+    moment = pd.Timestamp(time.time(), unit="s", tz="UTC").isoformat()
+    _drop(tmp_path / "inbox_a", "2.parquet", _rows(range(10, 15), 2, "nl"))
+    _drop(tmp_path / "inbox_b", "2.parquet", _rows(range(10, 13), 2, "us"))
+
+    # a starts at the chosen time, b where the table says: only the new files of both
+    done = run_pipeline(spec, spark=spark, checkpoint=(f"a={moment}",))
+    assert done.rows_read == 8
+
+    # a start in the future with nothing to read is recorded all the same
+    later = pd.Timestamp(time.time() + 3600, unit="s", tz="UTC").isoformat()
+    skipped = run_pipeline(spec, spark=spark, checkpoint=(f"a={later}", f"b={later}"))
+    assert skipped.nothing_new and skipped.version is not None
+    assert "recorded in version" in skipped.render()
+    _drop(tmp_path / "inbox_a", "3.parquet", _rows(range(20, 22), 3, "nl"))
+    assert run_pipeline(spec, spark=spark).nothing_new  # 3.parquet is before the chosen start
+
+
+def test_a_second_run_of_the_pipeline_committing_first_is_not_read_twice(
+    spark, tmp_path, monkeypatch
+):
+    spec = _two_file_sources(tmp_path)
+    _drop(tmp_path / "inbox_a", "1.parquet", _rows(range(10), 1, "nl"))
+    _drop(tmp_path / "inbox_b", "1.parquet", _rows(range(10), 1, "us"))
+    run_pipeline(spec, spark=spark)
+    _drop(tmp_path / "inbox_a", "2.parquet", _rows(range(10, 15), 2, "nl"))
+
+    marker = tmp_path / "held"
+    monkeypatch.setenv("RUNNER_FAULT", "before_commit:wait")
+    monkeypatch.setenv("RUNNER_FAULT_MARKER", str(marker))
+    outcome: dict = {}
+
+    def first() -> None:
+        try:
+            outcome["summary"] = run_pipeline(spec, spark=spark)
+        except Exception as exc:
+            outcome["error"] = exc
+
+    held = threading.Thread(target=first)
+    held.start()
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        assert time.monotonic() < deadline and held.is_alive(), outcome
+        time.sleep(0.1)
+    monkeypatch.delenv("RUNNER_FAULT")
+    second = run_pipeline(spec, spark=spark)  # reads 2.parquet too, and commits first
+    assert second.rows_read == 5
+    Path(f"{marker}.go").touch()
+    held.join(120)
+
+    assert "another run of pipeline two committed" in str(outcome.get("error"))
+    assert len(read_table(tmp_path / "table")) == 25
+    assert run_pipeline(spec, spark=spark).nothing_new
