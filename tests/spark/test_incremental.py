@@ -400,3 +400,30 @@ def test_a_second_run_of_the_pipeline_committing_first_is_not_read_twice(
     assert "another run of pipeline two committed" in str(outcome.get("error"))
     assert len(read_table(tmp_path / "table")) == 25
     assert run_pipeline(spec, spark=spark).nothing_new
+
+
+def test_a_delta_source_with_spaces_in_its_paths_is_read(spark, tmp_path):
+    inbox = tmp_path / "in box"
+    upstream = load_spec(
+        _spec(
+            tmp_path,
+            "up",
+            [{"name": "raw", "format": "parquet", "path": "in box", "incremental": "new_files"}],
+            {"path": "table a", **UPSERT},
+        )
+    )
+    downstream = load_spec(
+        _spec(
+            tmp_path,
+            "down",
+            [{"name": "a", "format": "delta", "path": "table a", "incremental": {"since": "last"}}],
+            {"path": "table_b", **UPSERT},
+        )
+    )
+    batch = pd.concat([_rows(range(5), 1, "new york"), _rows(range(3), 1, "são paulo")])
+    _drop(inbox, "batch 1.parquet", batch)
+    run_pipeline(upstream, spark=spark)
+    assert run_pipeline(downstream, spark=spark).rows_read == 8
+    pd.testing.assert_frame_equal(
+        _table(tmp_path / "table_b"), _upsert(None, batch), check_dtype=False
+    )
