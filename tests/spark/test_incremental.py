@@ -136,24 +136,29 @@ def test_a_failed_run_does_not_move_the_checkpoint(spark, tmp_path, monkeypatch)
     assert len(read_table(tmp_path / "table")) == 20
 
 
-def test_chained_tables_read_only_new_commits(spark, tmp_path):
-    inbox = tmp_path / "inbox"
+def _chain(tmp_path: Path, inbox: str, table_a: str, buckets_b: int = 2, **downstream):
+    """Specs of files -> table A (new_files) and table A -> table B ({since: last})."""
     upstream = load_spec(
         _spec(
             tmp_path,
-            "a",
-            [{"name": "raw", "format": "parquet", "path": "inbox", "incremental": "new_files"}],
-            {"path": "table_a", **UPSERT},
+            "up",
+            [{"name": "raw", "format": "parquet", "path": inbox, "incremental": "new_files"}],
+            {"path": table_a, **UPSERT},
         )
     )
-    downstream = load_spec(
-        _spec(
-            tmp_path,
-            "b",
-            [{"name": "a", "format": "delta", "path": "table_a", "incremental": {"since": "last"}}],
-            {"path": "table_b", **UPSERT, "index": {"buckets": 3}},
-            transform={"sql": "SELECT id, country, ts, upper(v) AS v FROM a"},
-        )
+    source = {"name": "a", "format": "delta", "path": table_a, "incremental": {"since": "last"}}
+    target = {"path": "table_b", **UPSERT, "index": {"buckets": buckets_b}}
+    return upstream, load_spec(_spec(tmp_path, "down", [source], target, **downstream))
+
+
+def test_chained_tables_read_only_new_commits(spark, tmp_path):
+    inbox = tmp_path / "inbox"
+    upstream, downstream = _chain(
+        tmp_path,
+        "inbox",
+        "table_a",
+        buckets_b=3,
+        transform={"sql": "SELECT id, country, ts, upper(v) AS v FROM a"},
     )
     now = time.time()
     batches = [
@@ -404,22 +409,7 @@ def test_a_second_run_of_the_pipeline_committing_first_is_not_read_twice(
 
 def test_a_delta_source_with_spaces_in_its_paths_is_read(spark, tmp_path):
     inbox = tmp_path / "in box"
-    upstream = load_spec(
-        _spec(
-            tmp_path,
-            "up",
-            [{"name": "raw", "format": "parquet", "path": "in box", "incremental": "new_files"}],
-            {"path": "table a", **UPSERT},
-        )
-    )
-    downstream = load_spec(
-        _spec(
-            tmp_path,
-            "down",
-            [{"name": "a", "format": "delta", "path": "table a", "incremental": {"since": "last"}}],
-            {"path": "table_b", **UPSERT},
-        )
-    )
+    upstream, downstream = _chain(tmp_path, "in box", "table a")
     batch = pd.concat([_rows(range(5), 1, "new york"), _rows(range(3), 1, "são paulo")])
     _drop(inbox, "batch 1.parquet", batch)
     run_pipeline(upstream, spark=spark)
