@@ -10,12 +10,16 @@ at or before it).
 from __future__ import annotations
 
 import datetime as dt
+import json
+import sys
 from dataclasses import dataclass
 from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
@@ -117,25 +121,17 @@ def _commit_instant(commit: dict) -> str:
 
 def write_rows(rows: pa.Table, fmt: str, out: str | None) -> None:
     """Rows as JSON lines, CSV or parquet, to `out` or (json and csv) to stdout."""
-    import sys
-
     if fmt == "parquet":
-        import pyarrow.parquet as pq
-
         pq.write_table(rows, out)
         return
     target = open(out, "w", encoding="utf-8") if out else sys.stdout  # noqa: SIM115
     try:
         if fmt == "csv":
-            import pyarrow.csv as pacsv
-
             sink = pa.BufferOutputStream()
             pacsv.write_csv(rows, sink)
             text = sink.getvalue().to_pybytes().decode()
             target.write(text if text.endswith("\n") else text + "\n")
         else:
-            import json
-
             for batch in rows.to_batches():
                 for record in batch.to_pylist():
                     target.write(json.dumps(record, default=str) + "\n")

@@ -72,19 +72,6 @@ def scrub(text: str) -> str:
     return text
 
 
-def redact(text: str, value: Any, environ: Mapping[str, str] | None = None) -> str:
-    """text with the resolved value of every reference in value replaced by `${env:NAME}`.
-
-    A safety net for messages that may echo a resolved setting (a driver's error text).
-    """
-    env = os.environ if environ is None else environ
-    for name in env_names(value):
-        secret = env.get(name)
-        if secret:
-            text = text.replace(secret, f"${{env:{name}}}")
-    return text
-
-
 def _strings(value: Any):
     if isinstance(value, str):
         yield value

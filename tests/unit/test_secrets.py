@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.spec.secrets import MissingEnvError, env_names, redact, resolve
+from runner.spec.secrets import MissingEnvError, env_names, resolve, scrub
 
 
 def test_resolve_replaces_every_reference_inside_nested_values():
@@ -29,6 +29,5 @@ def test_missing_variables_are_named_and_no_value_is_printed():
 def test_names_and_redaction():
     options = {"password": "${env:PW}", "user": "${env:PW}"}
     assert env_names(options) == ["PW"]
-    assert redact("login failed for s3cr3t", options, {"PW": "s3cr3t"}) == (
-        "login failed for ${env:PW}"
-    )
+    resolve(options, {"PW": "s3cr3t"})
+    assert scrub("login failed for s3cr3t") == "login failed for ${env:PW}"
