@@ -361,10 +361,11 @@ def clean(
     dry_run: bool,
     as_json: bool,
 ) -> None:
-    """Remove data files that no reader of the latest versions needs.
+    """Remove the runner's data files that no reader of the latest versions needs.
 
-    Removes files replaced before the last --retain-commits versions and files that no
-    version ever committed (left by a killed run). Starts no JVM.
+    Removes files the runner wrote that were replaced before the last --retain-commits
+    versions, and files no version ever committed (left by a killed run). Files the runner
+    did not write are listed and left alone. Starts no JVM.
     """
     from runner.ops.clean import clean_table
     from runner.spec import load_spec
@@ -569,7 +570,7 @@ def main() -> None:
         sys.exit(2)
     except RunnerError as exc:
         if debug:
-            traceback.print_exc()
+            click.echo(scrub(traceback.format_exc()), err=True, nl=False)
         if isinstance(exc, InvalidSpecError):
             click.echo(str(exc), err=True)  # already FILE:LINE:COL: field: message lines
         else:
@@ -578,7 +579,7 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except Exception as exc:
         if debug:
-            traceback.print_exc()
+            click.echo(scrub(traceback.format_exc()), err=True, nl=False)
         else:
             click.echo(
                 scrub(f"failed: {type(exc).__name__}: {exc} (run with --debug for details)"),

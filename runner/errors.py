@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runner.spec.model import Source
 
 
 class RunnerError(Exception):
@@ -52,6 +56,25 @@ class SchemaChangeError(UserError):
 
 class BadRecordsError(UserError):
     """Records that cannot be written (no record key, unparseable partition value)."""
+
+
+class UnreadableFileError(UserError):
+    """An input file that cannot be read: corrupt, truncated, or gone before it was read."""
+
+    def __init__(self, source: Source | None, path: str, reason: str):
+        self.source = source
+        self.path = path
+        self.reason = reason
+        where = f"source '{source.name}'" if source else "an input"
+        fix = (
+            "; or set on_bad_file: skip on the source to go on without it"
+            if source and source.on_bad_file == "fail"
+            else ""
+        )
+        super().__init__(
+            f"{where} cannot read {path}: {reason}; nothing was written and no checkpoint "
+            f"moved: fix or remove the file{fix}"
+        )
 
 
 class CommitConflictError(RunnerError):

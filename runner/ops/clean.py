@@ -1,26 +1,35 @@
-"""`runner clean`: remove data files no reader needs, like Hudi's cleaner (delta-rs vacuum).
+"""`runner clean`: remove the runner's data files that no reader needs, like Hudi's cleaner.
 
-Kept: every file of the last `retain_commits` versions (a reader of any of them, or a time
-travel to them, still works) and every file younger than `min_age_hours` (it may belong to
-a run that is still writing). Removed: files replaced before those versions, and files no
-version ever committed (a run killed before its commit). The Delta log is not changed
-except for the vacuum's own start/end entries.
+Removed: files the runner wrote (their names carry bucket, file group, write token and
+instant) that no version among the last `retain_commits` references: files replaced before
+those versions, and files of runs that never committed (a killed run's). Kept: every file
+those versions reference (a reader of any of them, or a time travel to them, still works),
+every file younger than `min_age_hours` (a run may still be writing it), and everything the
+runner did not write, which is reported and never touched. The Delta log is not changed.
+
+delta-rs' `vacuum(full=True)` is not used: it deletes every file the log does not reference,
+whoever wrote it, and live deletion-vector files too.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from urllib.parse import unquote
 
+import pyarrow as pa
 import structlog
+from deltalake import DeltaTable
 
 from runner.errors import UserError
 from runner.ops.summary import human_size
 from runner.spec.model import PipelineSpec
+from runner.table.directory import StoredFile, walk
 from runner.table.snapshot import open_table
 from runner.table.storage import TableLocation
 
 log = structlog.get_logger(__name__)
+SHOWN = 20
 
 
 @dataclass
@@ -29,8 +38,10 @@ class CleanSummary:
     version: int
     kept_versions: list[int]
     dry_run: bool
-    files: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # removed (or, dry run, to be removed)
     bytes: int = 0
+    not_runners: list[str] = field(default_factory=list)  # left alone: the runner did not write
+    too_young: int = 0  # the runner's, unreferenced, younger than min_age_hours: kept
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -42,10 +53,23 @@ class CleanSummary:
             f"{self.table}: {verb} {len(self.files)} file(s), {human_size(self.bytes)}; "
             f"every file of versions {versions} is kept"
         ]
-        lines += [f"  {path}" for path in self.files[:20]]
-        if len(self.files) > 20:
-            lines.append(f"  ... and {len(self.files) - 20} more")
+        lines += _listed(self.files)
+        if self.too_young:
+            lines.append(
+                f"{self.too_young} unreferenced file(s) younger than min_age_hours kept "
+                "(a run may still be writing them)"
+            )
+        if self.not_runners:
+            lines.append(f"{len(self.not_runners)} file(s) the runner did not write, left alone:")
+            lines += _listed(self.not_runners)
         return "\n".join(lines)
+
+
+def _listed(paths: list[str]) -> list[str]:
+    lines = [f"  {path}" for path in paths[:SHOWN]]
+    if len(paths) > SHOWN:
+        lines.append(f"  ... and {len(paths) - SHOWN} more")
+    return lines
 
 
 def clean_table(
@@ -62,44 +86,59 @@ def clean_table(
         raise UserError(f"no table at {spec.target.path}: nothing to clean")
     version = snapshot.version
     keep = list(range(max(0, version - retain + 1), version + 1))
-    listed = snapshot.table.vacuum(
-        retention_hours=min_age,
-        dry_run=True,
-        enforce_retention_duration=False,
-        full=True,
-        keep_versions=keep,
-    )
-    sizes = _sizes(snapshot.location, listed)
-    if not dry_run and listed:
-        removed = snapshot.table.vacuum(
-            retention_hours=min_age,
-            dry_run=False,
-            enforce_retention_duration=False,
-            full=True,
-            keep_versions=keep,
-        )
-        sizes = {p: sizes.get(p, 0) for p in removed}
-    summary = CleanSummary(
-        spec.target.path,
-        version,
-        keep,
-        dry_run,
-        files=sorted(unquote(p) for p in sizes),
-        bytes=sum(sizes.values()),
-    )
+    needed = _referenced(snapshot.location, keep)
+    young_after_ns = time.time_ns() - min_age * 3600 * 1_000_000_000
+    summary = CleanSummary(spec.target.path, version, keep, dry_run)
+    doomed: list[StoredFile] = []
+    for stored in walk(snapshot.location):
+        if stored.path in needed:
+            continue
+        if not stored.written_by_runner:
+            summary.not_runners.append(stored.path)
+        elif stored.mtime_ns is None or stored.mtime_ns > young_after_ns:
+            summary.too_young += 1
+        else:
+            doomed.append(stored)
+    if not dry_run:
+        doomed = _remove(snapshot.location, doomed)
+    summary.files = [f.path for f in doomed]
+    summary.bytes = sum(f.size for f in doomed)
     log.info(
         "clean_done" if not dry_run else "clean_planned",
         files=len(summary.files),
         bytes=summary.bytes,
         kept_versions=f"{keep[0]}..{keep[-1]}",
+        left_alone=len(summary.not_runners),
     )
     return summary
 
 
-def _sizes(table: TableLocation, paths: list[str]) -> dict[str, int]:
-    """The size of each listed file (0 when it is gone meanwhile), table-relative paths."""
-    if not paths:
-        return {}
-    fs, root = table.filesystem()
-    infos = fs.get_file_info([f"{root}/{unquote(p)}" for p in paths])
-    return {p: max(info.size or 0, 0) for p, info in zip(paths, infos, strict=True)}
+def _referenced(location: TableLocation, versions: list[int]) -> set[str]:
+    """Every data file (table-relative, decoded) some version of `versions` references.
+
+    Deletion-vector files are not among them: the runner writes none, so it never takes one
+    for its own (they are left alone with the other files it did not write)."""
+    options = location.storage_options()
+    table = DeltaTable(location.uri, version=versions[0], storage_options=options)
+    paths: set[str] = set()
+    for version in versions:
+        if version != versions[0]:
+            table.load_as_version(version)
+        actions = pa.table(table.get_add_actions(flatten=True))
+        paths.update(unquote(p) for p in actions.column("path").to_pylist())
+    return paths
+
+
+def _remove(location: TableLocation, files: list[StoredFile]) -> list[StoredFile]:
+    """Delete `files`; returns those actually removed (one already gone is not an error)."""
+    fs, root = location.filesystem()
+    removed = []
+    for stored in files:
+        try:
+            fs.delete_file(f"{root}/{stored.path}")
+            removed.append(stored)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            log.warning("clean_file_left", path=stored.path, error=str(exc))
+    return removed

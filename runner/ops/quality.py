@@ -1,8 +1,9 @@
 """Row verdicts: which rows of a batch are written, dropped, quarantined or fail the run.
 
-A row is rejected when it cannot be keyed (the key generator's error) or breaks a spec
-expectation. The verdict is three Spark columns computed with the key columns, so counting
-the verdicts rides on the pass that counts the buckets, and no Python touches the rows.
+A row is rejected when it cannot be keyed (the key generator's error), breaks a spec
+expectation, or is a csv/json record that did not parse (its source's on_bad_record). The
+verdict is three Spark columns computed with the key columns, so counting the verdicts
+rides on the pass that counts the buckets, and no Python touches the rows.
 """
 
 from __future__ import annotations
@@ -17,14 +18,22 @@ from pyspark.sql.types import BooleanType
 
 from runner.errors import BadRecordsError, UserError
 from runner.ops.keys import BUCKET, KEY_ERROR, PARTITION_PATH, RECORD_KEY
+from runner.sources.bad_input import MALFORMED_FILE, MALFORMED_RAW, MalformedRows, line_of
 from runner.spec.model import Expectation, PipelineSpec
 
 FATE = "__runner_fate"  # null: the row is written; else drop | quarantine | fail
 RULE = "__runner_rule"  # the rule(s) the row broke, comma-separated
 REASON = "__runner_reason"  # why, in words
 KEY_RULE = "key_generator"  # the rule name of a row that cannot be keyed
+MALFORMED_RULE = "malformed_record"  # the rule name of a text record that did not parse
 SAMPLES = 5
 _INTERNAL = {RECORD_KEY, PARTITION_PATH, BUCKET, KEY_ERROR, FATE, RULE, REASON}
+_INTERNAL |= {MALFORMED_FILE, MALFORMED_RAW}
+# The quarantine table's columns: the run's context, then the rule, reason and record.
+QUARANTINE_COLUMNS = (
+    *("_pipeline", "_run_id", "_instant", "_batch_id"),
+    *("_rule", "_reason", "_record"),
+)
 
 
 def check_expectations(batch: DataFrame, spec: PipelineSpec) -> None:
@@ -86,6 +95,28 @@ def add_verdicts(keyed: DataFrame, spec: PipelineSpec) -> DataFrame:
     return keyed.withColumn(FATE, fate).withColumn(RULE, rule).withColumn(REASON, reason)
 
 
+def add_malformed(judged: DataFrame, malformed: list[MalformedRows]) -> DataFrame:
+    """`judged` plus the text records that did not parse, each with its source's
+    on_bad_record as its fate and no key columns, so none can be written. They are counted
+    with the other verdicts, in the same pass."""
+    for bad in malformed:
+        source = bad.source
+        reason = F.concat(
+            F.lit(f"not a {source.format} record under the schema of source '{source.name}' ("),
+            F.col(MALFORMED_FILE),
+            F.lit(")"),
+        )
+        rows = bad.rows.select(
+            F.lit(source.on_bad_record).alias(FATE),
+            F.lit(MALFORMED_RULE).alias(RULE),
+            reason.alias(REASON),
+            MALFORMED_FILE,
+            MALFORMED_RAW,
+        )
+        judged = judged.unionByName(rows, allowMissingColumns=True)
+    return judged
+
+
 def _rules(spec: PipelineSpec, action: str) -> list[Expectation]:
     return [r for r in spec.expectations if r.action == action]
 
@@ -122,7 +153,7 @@ def enforce(judged: DataFrame, spec: PipelineSpec, verdicts: Verdicts) -> None:
         key_only = set(verdicts.by_rule) == {KEY_RULE} and not verdicts.count("quarantine")
         what = "cannot be keyed" if key_only else "are rejected"
         raise BadRecordsError(
-            f"{failing} record(s) {what}; nothing was written.{_fix(spec, key_only)}"
+            f"{failing} record(s) {what}; nothing was written.{_fix(spec, key_only, verdicts)}"
             f"{_per_rule(verdicts)}\nFirst {SAMPLES}:\n" + samples(judged, "fail")
         )
     quarantined = verdicts.count("quarantine")
@@ -136,9 +167,14 @@ def enforce(judged: DataFrame, spec: PipelineSpec, verdicts: Verdicts) -> None:
         )
 
 
-def _fix(spec: PipelineSpec, key_only: bool) -> str:
+def _fix(spec: PipelineSpec, key_only: bool, verdicts: Verdicts) -> str:
     if key_only and not spec.target.quarantine:
         return " Fix them in the transform, or set target.quarantine to set them aside."
+    if MALFORMED_RULE in verdicts.by_rule:
+        return (
+            " Records that do not parse: fix the input, or set on_bad_record (quarantine or "
+            "drop) on the source."
+        )
     return ""
 
 
@@ -150,9 +186,21 @@ def samples(judged: DataFrame, fate: str) -> str:
     rows = judged.where(F.col(FATE) == fate).limit(SAMPLES).collect()
     lines = []
     for row in rows:
-        record = {k: v for k, v in row.asDict(recursive=True).items() if k not in _INTERNAL}
+        values = row.asDict(recursive=True)
+        if values.get(MALFORMED_FILE):
+            lines.append(_malformed_sample(values[MALFORMED_FILE], values[MALFORMED_RAW]))
+            continue
+        record = {k: v for k, v in values.items() if k not in _INTERNAL}
         lines.append(f"  {row[REASON]}  record: {json.dumps(record, default=str)}")
     return "\n".join(lines)
+
+
+def _malformed_sample(file: str, raw: str | None) -> str:
+    """FILE:LINE: does not parse: RECORD, the line found in the file where it can be."""
+    line = line_of(file, raw)
+    where = f"{file}:{line}" if line else file
+    text = (raw or "").strip()
+    return f"  {where}: does not parse under the source's schema: {text[:200]}"
 
 
 def quarantine_rows(
@@ -161,11 +209,12 @@ def quarantine_rows(
     """The quarantined rows as the quarantine table stores them: the run's context, the
     rule and reason, and the original record as JSON (so any input schema fits one table)."""
     meta = [F.lit(v).cast("string").alias(f"_{k}") for k, v in context.items()]
+    record = F.to_json(F.struct(*[F.col(c) for c in input_columns]), {"ignoreNullFields": "false"})
+    if MALFORMED_RAW in judged.columns:  # a record that did not parse is kept as it was read
+        record = F.coalesce(F.col(MALFORMED_RAW), record)
     return judged.where(F.col(FATE) == "quarantine").select(
         *meta,
         F.col(RULE).alias("_rule"),
         F.col(REASON).alias("_reason"),
-        F.to_json(
-            F.struct(*[F.col(c) for c in input_columns]), {"ignoreNullFields": "false"}
-        ).alias("_record"),
+        record.alias("_record"),
     )

@@ -7,9 +7,11 @@ fails before its commit leaves the table as it was and removes the files it wrot
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
+import pyarrow as pa
 import structlog
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -17,7 +19,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import BooleanType, StructType
 
 from runner import faults, logs
-from runner.errors import CommitConflictError, UserError
+from runner.errors import CommitConflictError, UnreadableFileError, UserError
 from runner.index.layout import BucketLayout
 from runner.index.naming import new_file_id, new_instant
 from runner.ops.clean import clean_table
@@ -32,8 +34,10 @@ from runner.ops.keys import (
 from runner.ops.merge import incoming_rows, merge_settings, write_frame
 from runner.ops.quality import (
     FATE,
+    QUARANTINE_COLUMNS,
     RULE,
     Verdicts,
+    add_malformed,
     add_verdicts,
     check_expectations,
     enforce,
@@ -41,6 +45,7 @@ from runner.ops.quality import (
 )
 from runner.ops.summary import RunSummary, Stages
 from runner.session import spark_session
+from runner.sources.bad_input import reading
 from runner.sources.checkpoint import FIELD as CHECKPOINT_FIELD
 from runner.sources.checkpoint import StartingPoints, last_checkpoints, starting_points
 from runner.sources.jdbc import driver_jars
@@ -54,13 +59,17 @@ from runner.table.commit import (
     create_table,
 )
 from runner.table.config import check_table_settings, table_settings
+from runner.table.directory import check_new_table_location
 from runner.table.quarantine import append_quarantine
 from runner.table.schema import META_COLUMNS, SchemaPlan, plan_schema
 from runner.table.snapshot import DataFile, Group, TableSnapshot, open_table
-from runner.table.storage import TableLocation, locate
+from runner.table.storage import TableLocation, locate, writing
 from runner.table.writer import COUNTED_ACTIONS, RESULT_SCHEMA, WriteJob
 
 log = structlog.get_logger(__name__)
+
+# Each unreadable file skipped costs a new pass over the batch: past this many, stop.
+MAX_SKIPPED_FILES = 20
 
 
 def batch_app_id(spec: PipelineSpec, batch_id: str) -> str:
@@ -81,134 +90,271 @@ def run_pipeline(
     `checkpoint` (VALUE, or NAME=VALUE per source) and `ignore_checkpoint` replace the
     checkpoints the table holds, for a reset or a start from a chosen point.
     """
-    run_id = logs.start_run()
-    target = spec.target
-    stages = Stages()
-    summary = RunSummary(spec.name, run_id, target.path, target.operation, new_instant())
-    log.info(
-        "run_started",
-        pipeline=spec.name,
-        spec=spec.file,
-        table=target.path,
-        operation=target.operation,
-        instant=summary.instant,
-    )
+    run = PipelineRun(spec, console_progress, spark, batch_id, checkpoint, ignore_checkpoint)
+    return run.run()
 
-    summary.batch_id = batch_id
-    check_automatic_expansion(target)
-    table = locate(target.path)  # object store settings, resolved once, shipped to executors
-    snapshot = open_table(table)
-    if snapshot is not None:
-        check_table_settings(spec.file, target, snapshot.configuration)
-        if (
-            batch_id
-            and snapshot.table.transaction_version(batch_app_id(spec, batch_id)) is not None
-        ):
-            log.info("batch_already_committed", batch_id=batch_id)
-            summary.batch_already_committed = True
-            return summary
-    with stages.stage("sources"):
-        points = starting_points(spec, snapshot, checkpoint, ignore_checkpoint)
-        plans = plan_sources(spec, points)
-    summary.checkpoint_origin = points.describe() if points.by_source or checkpoint else None
-    if nothing_new(plans):
-        if snapshot is not None and points.origin in ("--checkpoint", "--ignore-checkpoint"):
-            _commit_checkpoints_only(spec, summary, snapshot, plans, points)
-        return _nothing_new(summary, plans, stages)
-    with stages.stage("start"):
-        spark = spark or spark_session(
-            spec.spark, spec.name, console_progress, jars=driver_jars(spec.sources)
-        )
 
-    with stages.stage("plan"):
-        batch = _without_meta_columns(read_input(spark, spec, plans))
-        if nothing_new(plans):  # a JDBC source knows only once it has asked the database
-            return _nothing_new(summary, plans, stages)
-        summary.sources = {p.source.name: p.summary() for p in plans}
-        _check_operation_fields(batch.schema, target)
-        check_expectations(batch, spec)
-        plan = _plan_schema(batch, target, snapshot)
-        layout = table_layout(snapshot, target)
-        judged = _pinned(
-            add_verdicts(add_key_columns(batch, target, layout), spec),
-            reads_database=any(s.format == "jdbc" for s in spec.sources),
+class PipelineRun:
+    """A run, stage by stage: preflight (no JVM), sources, batch, keys, write and commit,
+    after-commit. Its state lives here, not in argument lists."""
+
+    def __init__(
+        self,
+        spec: PipelineSpec,
+        console_progress: bool,
+        spark: SparkSession | None,
+        batch_id: str | None,
+        checkpoint: tuple[str, ...],
+        ignore_checkpoint: bool,
+    ):
+        self.spec = spec
+        self.target = spec.target
+        self.console_progress = console_progress
+        self.spark = spark
+        self.checkpoint = checkpoint
+        self.ignore_checkpoint = ignore_checkpoint
+        self.stages = Stages()
+        self.summary = RunSummary(
+            spec.name, logs.start_run(), spec.target.path, spec.target.operation, new_instant()
         )
-        keyed = judged.where(F.col(FATE).isNull())  # the rows to write
-    try:
-        with stages.stage("keys"):
-            groups, verdicts = _touched_groups(judged)
-            summary.rows_read = verdicts.rows_read
-            enforce(judged, spec, verdicts)
-            summary.rows_dropped = verdicts.count("drop")
-            summary.rows_quarantined = verdicts.count("quarantine")
-            summary.rejected_by_rule = verdicts.by_rule
-        faults.maybe_fail("keyed")
-        if summary.rows_quarantined:
-            with stages.stage("quarantine"):
-                _quarantine(spec, summary, judged, batch.columns)
+        self.summary.batch_id = batch_id
+        self.table = locate(spec.target.path)  # object store settings, shipped to executors
+        self.snapshot: TableSnapshot | None = None
+        self.skipped: dict[str, UnreadableFileError] = {}  # unreadable files, by path
+
+    def run(self) -> RunSummary:
+        summary = self.summary
         log.info(
-            "batch_keyed",
-            rows=summary.rows_read,
-            buckets=len(groups),
-            partitions=len({pp for pp, _ in groups}),
+            "run_started",
+            pipeline=self.spec.name,
+            spec=self.spec.file,
+            table=self.target.path,
+            operation=self.target.operation,
+            instant=summary.instant,
         )
-        stored_files = _stored_files(snapshot, groups, target)
+        if self.preflight():
+            return summary
+        while True:
+            try:
+                committed = self.ingest()
+                break
+            except UnreadableFileError as bad:
+                self.skip(bad)  # or raise: the run stops with the file named
+        if committed:
+            self.after_commit()
+        summary.stage_seconds = self.stages.seconds
+        log.info("run_finished", **{k: v for k, v in summary.to_dict().items() if k != "run_id"})
+        return summary
+
+    def preflight(self) -> bool:
+        """Checks that cost nothing to the table and start no JVM; True when the batch is
+        already committed and there is nothing to do."""
+        check_automatic_expansion(self.target)
+        self.snapshot = open_table(self.table)
+        quarantine = self.target.quarantine
+        if quarantine and open_table(quarantine.path) is None:
+            check_new_table_location(locate(quarantine.path), "target.quarantine.path")
+        if self.snapshot is None:
+            check_new_table_location(self.table, "target.path")
+            return False
+        check_table_settings(self.spec.file, self.target, self.snapshot.configuration)
+        batch_id = self.summary.batch_id
+        if batch_id and self.snapshot.table.transaction_version(self.app_id) is not None:
+            log.info("batch_already_committed", batch_id=batch_id)
+            self.summary.batch_already_committed = True
+            return True
+        return False
+
+    @property
+    def app_id(self) -> str | None:
+        batch_id = self.summary.batch_id
+        return batch_app_id(self.spec, batch_id) if batch_id else None
+
+    def skip(self, bad: UnreadableFileError) -> None:
+        """Go on without an unreadable file where its source says so; else stop."""
+        if bad.source is None or bad.source.on_bad_file != "skip" or bad.path in self.skipped:
+            raise bad
+        if len(self.skipped) >= MAX_SKIPPED_FILES:
+            raise UserError(
+                f"more than {MAX_SKIPPED_FILES} input files cannot be read (the last: "
+                f"{bad.path}: {bad.reason}); each costs a new pass over the batch, so the run "
+                "stops here: repair or remove them"
+            ) from bad
+        log.warning("file_skipped", source=bad.source.name, path=bad.path, reason=bad.reason)
+        self.skipped[bad.path] = bad
+        self.summary.files_skipped = [
+            {"source": b.source.name if b.source else None, "path": b.path, "reason": b.reason}
+            for b in self.skipped.values()
+        ]
+
+    def ingest(self) -> bool:
+        """Sources to commit; True when the run got to its commit stage."""
+        spec, summary, stages = self.spec, self.summary, self.stages
+        with stages.stage("sources"):
+            points = starting_points(spec, self.snapshot, self.checkpoint, self.ignore_checkpoint)
+            plans = plan_sources(spec, points, skip=frozenset(self.skipped))
+        summary.checkpoint_origin = (
+            points.describe() if points.by_source or self.checkpoint else None
+        )
+        if nothing_new(plans):
+            if self.snapshot is not None and points.origin in (
+                "--checkpoint",
+                "--ignore-checkpoint",
+            ):
+                _commit_checkpoints_only(spec, summary, self.snapshot, plans, points)
+            _nothing_new(summary, plans, stages)
+            return False
+        with stages.stage("start"):
+            self.spark = self.spark or spark_session(
+                spec.spark, spec.name, self.console_progress, jars=driver_jars(spec.sources)
+            )
+        with reading(spec.sources):
+            return self._batch_to_commit(plans, points)
+
+    def _batch_to_commit(self, plans: list[SourcePlan], points: StartingPoints) -> bool:
+        spec, target, summary, stages = self.spec, self.target, self.summary, self.stages
+        spark = self.spark
+        assert spark is not None
+        with stages.stage("plan"):
+            read = read_input(spark, spec, plans)
+            batch = _without_meta_columns(read.batch)
+            if nothing_new(plans):  # a JDBC source knows only once it has asked the database
+                _nothing_new(summary, plans, stages)
+                return False
+            summary.sources = {p.source.name: p.summary() for p in plans}
+            _check_operation_fields(batch.schema, target)
+            check_expectations(batch, spec)
+            schema = _plan_schema(batch, target, self.snapshot)
+            layout = table_layout(self.snapshot, target)
+            judged = _pinned(
+                add_malformed(
+                    add_verdicts(add_key_columns(batch, target, layout), spec), read.malformed
+                ),
+                reads_database=any(s.format == "jdbc" for s in spec.sources),
+            )
         try:
-            with stages.stage("write"):
-                results = _write(
-                    spark, keyed, table, target, plan, summary.instant, groups, stored_files
-                )
-            for attempt in range(target.commit_retries + 1):
+            with stages.stage("keys"):
+                groups, verdicts = _touched_groups(judged)
+                summary.rows_read = verdicts.rows_read
+                enforce(judged, spec, verdicts)
+                summary.rows_dropped = verdicts.count("drop")
+                summary.rows_quarantined = verdicts.count("quarantine")
+                summary.rejected_by_rule = verdicts.by_rule
+            faults.maybe_fail("keyed")
+            if summary.rows_quarantined:
+                assert target.quarantine is not None, "enforce() fails the run without one"
+                with stages.stage("quarantine"), writing(target.quarantine.path):
+                    _quarantine(spec, summary, judged, batch.columns)
+            log.info(
+                "batch_keyed",
+                rows=summary.rows_read,
+                buckets=len(groups),
+                partitions=len({pp for pp, _ in groups}),
+            )
+            keyed = judged.where(F.col(FATE).isNull())  # the rows to write
+            with writing(target.path):
                 try:
-                    with stages.stage("commit"):
-                        _commit(
-                            spec,
-                            table,
-                            summary,
-                            snapshot,
-                            plan,
-                            results,
-                            stored_files,
-                            plans,
-                            points,
-                        )
-                    break
-                except BucketClash as clash:
-                    if attempt == target.commit_retries:
-                        raise CommitConflictError(
-                            f"{clash}; re-merged {attempt} time(s), as target.commit_retries "
-                            "allows; nothing of this run was committed: run it again"
-                        ) from clash
-                    snapshot = clash.latest
-                    _refuse_new_columns(snapshot, plan)
-                    with stages.stage("remerge"):
-                        results = _remerge(
-                            spark,
-                            keyed,
-                            table,
-                            target,
-                            plan,
-                            summary,
-                            groups,
-                            stored_files,
-                            results,
-                            clash,
-                        )
-        except BaseException:
-            remove_uncommitted(spark, table, summary.instant)
-            raise
-    finally:
-        judged.unpersist()
-    expanded = expand_if_due(spark, spec) if summary.version is not None else None
-    if expanded:
-        summary.expansion = expanded.to_dict()
-        stages.seconds["expand"] = expanded.seconds
-    if summary.version is not None and target.cleaning.after_commit:
-        with stages.stage("clean"):
-            summary.files_cleaned = len(clean_table(spec).files)
-    summary.stage_seconds = stages.seconds
-    log.info("run_finished", **{k: v for k, v in summary.to_dict().items() if k != "run_id"})
-    return summary
+                    self._write_and_commit(keyed, schema, groups, plans, points)
+                except BaseException:
+                    remove_uncommitted(spark, self.table, summary.instant)
+                    raise
+        finally:
+            judged.unpersist()
+        return True
+
+    def _write_and_commit(
+        self,
+        keyed: DataFrame,
+        schema: SchemaPlan,
+        groups: dict[Group, int],
+        plans: list[SourcePlan],
+        points: StartingPoints,
+    ) -> None:
+        """Write the touched buckets, then commit; when another writer committed first on
+        the same buckets, merge those again on its version (up to target.commit_retries)."""
+        spark, target, summary, stages = self.spark, self.target, self.summary, self.stages
+        assert spark is not None
+        snapshot = self.snapshot
+        stored_files = _stored_files(snapshot, groups, target)
+        with stages.stage("write"):
+            results = _write(
+                spark, keyed, self.table, target, schema, summary.instant, groups, stored_files
+            )
+        self._quarantine_skipped()
+        for attempt in range(target.commit_retries + 1):
+            try:
+                with stages.stage("commit"):
+                    _commit(
+                        self.spec,
+                        self.table,
+                        summary,
+                        snapshot,
+                        schema,
+                        results,
+                        stored_files,
+                        plans,
+                        points,
+                    )
+                return
+            except BucketClash as clash:
+                if attempt == target.commit_retries:
+                    raise CommitConflictError(
+                        f"{clash}; re-merged {attempt} time(s), as target.commit_retries "
+                        "allows; nothing of this run was committed: run it again"
+                    ) from clash
+                snapshot = clash.latest
+                _refuse_new_columns(snapshot, schema)
+                with stages.stage("remerge"):
+                    results = _remerge(
+                        spark,
+                        keyed,
+                        self.table,
+                        target,
+                        schema,
+                        summary,
+                        groups,
+                        stored_files,
+                        results,
+                        clash,
+                    )
+
+    def _quarantine_skipped(self) -> None:
+        """Name the skipped files in the quarantine table, once every read of the batch is
+        done (a file found unreadable later would start the batch again)."""
+        quarantine = self.target.quarantine
+        if not self.skipped or quarantine is None:
+            return
+        context = _quarantine_context(self.spec, self.summary)
+        bad = list(self.skipped.values())
+        rows = pa.table(
+            {
+                **{f"_{k}": [None if v is None else str(v)] * len(bad) for k, v in context.items()},
+                "_rule": ["unreadable_file"] * len(bad),
+                "_reason": [b.reason for b in bad],
+                "_record": [
+                    json.dumps({"source": b.source.name if b.source else None, "file": b.path})
+                    for b in bad
+                ],
+            },
+            schema=pa.schema([(n, pa.string()) for n in QUARANTINE_COLUMNS]),
+        )
+        append_quarantine(
+            quarantine.path, rows, {**context, "table": self.target.path}, self.app_id
+        )
+
+    def after_commit(self) -> None:
+        """Expansion and cleaning the spec asks for once a version is committed."""
+        summary, target = self.summary, self.target
+        if summary.version is None:
+            return
+        assert self.spark is not None
+        expanded = expand_if_due(self.spark, self.spec)
+        if expanded:
+            summary.expansion = expanded.to_dict()
+            self.stages.seconds["expand"] = expanded.seconds
+        if target.cleaning.after_commit:
+            with self.stages.stage("clean"):
+                summary.files_cleaned = len(clean_table(self.spec).files)
 
 
 def _nothing_new(summary: RunSummary, plans: list[SourcePlan], stages: Stages) -> RunSummary:
@@ -455,15 +601,20 @@ def _quarantine(
     """Append the quarantined rows to the quarantine table, before the target's commit."""
     quarantine = spec.target.quarantine
     assert quarantine is not None, "enforce() fails the run without a quarantine"
-    context = {
+    context = _quarantine_context(spec, summary)
+    rows = quarantine_rows(judged, input_columns, context).toArrow()
+    batch = batch_app_id(spec, summary.batch_id) if summary.batch_id else None
+    append_quarantine(quarantine.path, rows, {**context, "table": spec.target.path}, batch)
+
+
+def _quarantine_context(spec: PipelineSpec, summary: RunSummary) -> dict[str, Any]:
+    """The run's context on each quarantined row (QUARANTINE_COLUMNS before _rule)."""
+    return {
         "pipeline": spec.name,
         "run_id": summary.run_id,
         "instant": summary.instant,
         "batch_id": summary.batch_id,
     }
-    rows = quarantine_rows(judged, input_columns, context).toArrow()
-    batch = batch_app_id(spec, summary.batch_id) if summary.batch_id else None
-    append_quarantine(quarantine.path, rows, {**context, "table": spec.target.path}, batch)
 
 
 def _stored_files(

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
+SHOWN_SKIPPED = 5
+
 
 @dataclass
 class Stages:
@@ -53,6 +55,7 @@ class RunSummary:
     buckets_touched: int = 0
     partitions_touched: int = 0
     columns_added: list[str] = field(default_factory=list)
+    files_skipped: list[dict] = field(default_factory=list)  # unreadable, on_bad_file: skip
     expansion: dict | None = None  # the automatic expansion after the commit, if one ran
     files_cleaned: int | None = None  # by target.cleaning.after_commit
     stage_seconds: dict[str, float] = field(default_factory=dict)
@@ -104,6 +107,11 @@ class RunSummary:
                 lines.append(f"  source       {name}: {_source_line(info)}")
         if self.checkpoint_origin:
             lines.append(f"  checkpoints  {self.checkpoint_origin}")
+        if self.files_skipped:
+            lines.append(f"  skipped      {len(self.files_skipped)} unreadable file(s):")
+            lines += [f"    {f['path']}: {f['reason']}" for f in self.files_skipped[:SHOWN_SKIPPED]]
+            if len(self.files_skipped) > SHOWN_SKIPPED:
+                lines.append(f"    ... and {len(self.files_skipped) - SHOWN_SKIPPED} more")
         if self.columns_added:
             lines.append(f"  new columns  {', '.join(self.columns_added)}")
         if self.expansion:

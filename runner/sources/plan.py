@@ -17,6 +17,14 @@ from pyspark.sql import functions as F
 
 from runner.errors import UserError
 from runner.sources import jdbc
+from runner.sources.bad_input import (
+    CORRUPT,
+    TEXT_FORMATS,
+    MalformedRows,
+    permissive_options,
+    split_malformed,
+    with_corrupt_column,
+)
 from runner.sources.checkpoint import StartingPoints
 from runner.sources.delta import COMMIT_TIME, open_source_table, plan_delta_read
 from runner.sources.listing import FileCheckpoint, list_new_files
@@ -48,8 +56,11 @@ class SourcePlan:
         return out
 
 
-def plan_sources(spec: PipelineSpec, points: StartingPoints) -> list[SourcePlan]:
-    return [_plan(s, points.by_source.get(s.name)) for s in spec.sources]
+def plan_sources(
+    spec: PipelineSpec, points: StartingPoints, skip: frozenset[str] = frozenset()
+) -> list[SourcePlan]:
+    """What each source reads; `skip` holds files found unreadable, to be read no more."""
+    return [_plan(s, points.by_source.get(s.name), skip) for s in spec.sources]
 
 
 def nothing_new(plans: list[SourcePlan]) -> bool:
@@ -59,17 +70,24 @@ def nothing_new(plans: list[SourcePlan]) -> bool:
     return bool(incremental) and all(p.nothing_new for p in incremental)
 
 
-def _plan(source: Source, since: Any) -> SourcePlan:
+def _plan(source: Source, since: Any, skip: frozenset[str]) -> SourcePlan:
     plan = SourcePlan(source, since=since)
     mode = source.incremental.mode if source.incremental else None
     if source.format in FILE_FORMATS and mode == "new_files":
         start = FileCheckpoint.from_json(since, plan.where)
         found = list_new_files(resolve(source.path, where=plan.where), start)
         plan.since = start.to_json() if start else None
-        plan.paths, plan.base_path = found.paths, found.root
+        # skipped files stay under the checkpoint: they are passed, not read again
+        plan.paths, plan.base_path = [p for p in found.paths if p not in skip], found.root
         plan.until = found.until.to_json() if found.until else None
         plan.nothing_new = not found.paths
         plan.details = {"files": len(found.paths), "bytes": found.bytes}
+    elif source.format in FILE_FORMATS and skip:
+        # Spark lists the path itself, unless some of its files must be left out
+        found = list_new_files(resolve(source.path, where=plan.where), None)
+        kept = [p for p in found.paths if p not in skip]
+        if len(kept) < len(found.paths):
+            plan.paths, plan.base_path = kept, found.root
     elif source.format == "delta":
         read = plan_delta_read(
             resolve(source.path, where=plan.where), since, bool(source.incremental), plan.where
@@ -89,33 +107,65 @@ def _plan(source: Source, since: Any) -> SourcePlan:
     return plan
 
 
-def read_input(spark: SparkSession, spec: PipelineSpec, plans: list[SourcePlan]) -> DataFrame:
-    """The batch to write: the transform over the sources' views, or the single source."""
-    frames = {p.source.name: read_source(spark, p) for p in plans}
-    for name, frame in frames.items():
-        frame.createOrReplaceTempView(name)
+@dataclass(frozen=True)
+class Input:
+    batch: DataFrame  # the transform over the sources' views, or the single source
+    malformed: list[MalformedRows]  # per csv/json source: the records that did not parse
+
+
+def read_input(spark: SparkSession, spec: PipelineSpec, plans: list[SourcePlan]) -> Input:
+    """The batch to write, and the text records left out of it because they do not parse."""
+    frames: dict[str, DataFrame] = {}
+    malformed = []
+    for plan in plans:
+        frame = read_source(spark, plan)
+        if CORRUPT in frame.columns:
+            frame, rows = split_malformed(frame, plan.source)
+            malformed.append(rows)
+        frames[plan.source.name] = frame
+        frame.createOrReplaceTempView(plan.source.name)
     if not spec.transform_sql:
-        return next(iter(frames.values()))
+        return Input(next(iter(frames.values())), malformed)
     try:
-        return spark.sql(spec.transform_sql)
+        return Input(spark.sql(spec.transform_sql), malformed)
     except (AnalysisException, ParseException) as exc:
         raise UserError(f"transform.sql in {spec.file}: {_first_line(exc)}") from exc
 
 
 def read_source(spark: SparkSession, plan: SourcePlan) -> DataFrame:
+    """One source as Spark reads it; a csv or json source carries the corrupt-record column
+    (bad_input.CORRUPT), which read_input splits off."""
     source = plan.source
     if source.format == "jdbc":
         return jdbc.read_jdbc(spark, plan)
     if source.format == "delta":
         return _read_delta(spark, plan)
+    text = source.format in TEXT_FORMATS
     reader = spark.read.format(source.format).options(
         **resolve(dict(source.options), where=plan.where)
     )
+    if text:
+        reader = reader.options(**permissive_options())
     if source.schema:
+        ddl = f"{source.schema}, `{CORRUPT}` string" if text else source.schema
         try:
-            reader = reader.schema(source.schema)
+            reader = reader.schema(ddl)
         except (ParseException, AnalysisException) as exc:
             raise UserError(f"{plan.where}: schema is not valid DDL: {_first_line(exc)}") from exc
+    frame = _load(reader, plan)
+    if text and frame.columns == [CORRUPT]:
+        raise UserError(
+            f"{plan.where} ({source.format} at {source.path}): no record parses as "
+            f"{source.format}, so no schema can be inferred; fix the input, or give the source "
+            "a `schema:` (records that do not parse then follow on_bad_record)"
+        )
+    if text and CORRUPT not in frame.columns:  # an inferred schema: read again with the column
+        frame = _load(reader.schema(with_corrupt_column(frame.schema)), plan)
+    return frame
+
+
+def _load(reader, plan: SourcePlan) -> DataFrame:
+    source = plan.source
     path = resolve(source.path, where=plan.where)
     try:
         if plan.paths is None:
@@ -164,4 +214,5 @@ def _read_delta(spark: SparkSession, plan: SourcePlan) -> DataFrame:
 
 
 def _first_line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0]
+    """Spark's message without its SQLSTATE code, which tells a user nothing."""
+    return re.sub(r"\s*SQLSTATE: \w+", "", str(exc).strip().splitlines()[0])

@@ -254,6 +254,13 @@ def _semantic_problems(doc: _Located, file: str) -> list[SpecProblem]:
                 "action quarantine needs target.quarantine.path, the table the rows go to; "
                 "add it, or use action drop or fail",
             )
+    for i, src in enumerate(data["sources"]):
+        if src.get("on_bad_record") == "quarantine" and "quarantine" not in target:
+            problem(
+                ("sources", i, "on_bad_record"),
+                "quarantine needs target.quarantine.path, the table the records go to; "
+                "add it, or use drop or fail",
+            )
     if "quarantine" in target and target["quarantine"]["path"] == target["path"]:
         problem(
             ("target", "quarantine", "path"),
@@ -270,6 +277,8 @@ def _semantic_problems(doc: _Located, file: str) -> list[SpecProblem]:
 
 
 _FILE_FORMATS = ("parquet", "csv", "json", "orc")
+_TEXT_FORMATS = ("csv", "json")
+_PARSE_MODE_OPTIONS = ("mode", "columnnameofcorruptrecord")
 
 
 def _source_problem(src: dict[str, Any]) -> tuple[Path_, str] | None:
@@ -277,6 +286,18 @@ def _source_problem(src: dict[str, Any]) -> tuple[Path_, str] | None:
     fmt, incremental = src["format"], src.get("incremental")
     if fmt != "jdbc" and "jdbc" in src:
         return ("jdbc",), f"applies to format jdbc, not {fmt}"
+    if "on_bad_file" in src and fmt not in _FILE_FORMATS:
+        return ("on_bad_file",), f"applies to file formats ({', '.join(_FILE_FORMATS)}), not {fmt}"
+    if "on_bad_record" in src and fmt not in _TEXT_FORMATS:
+        return ("on_bad_record",), (
+            f"applies to csv and json, whose records can fail to parse; {fmt} records are typed"
+        )
+    for option in src.get("options", {}):
+        if fmt in _TEXT_FORMATS and option.lower() in _PARSE_MODE_OPTIONS:
+            return ("options", option), (
+                "the runner decides what happens to records that do not parse: use "
+                "on_bad_record (fail, quarantine or drop) instead of this Spark option"
+            )
     if fmt == "jdbc":
         if "path" in src:
             return ("path",), "a jdbc source has no path; give jdbc.table or jdbc.query"
@@ -337,6 +358,8 @@ def _build(data: dict[str, Any], file: Path) -> PipelineSpec:
                 options={k: _conf_str(v) for k, v in s.get("options", {}).items()},
                 incremental=_incremental(s.get("incremental")),
                 jdbc=_jdbc(s.get("jdbc"), base),
+                on_bad_file=s.get("on_bad_file", "fail"),
+                on_bad_record=s.get("on_bad_record", "fail"),
             )
             for s in data["sources"]
         ),

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
+
+OnBadFile = Literal["fail", "skip"]
+OnBadRecord = Literal["fail", "quarantine", "drop"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,8 @@ class Source:
     options: Mapping[str, str] = field(default_factory=dict)
     incremental: Incremental | None = None
     jdbc: JdbcSpec | None = None
+    on_bad_file: OnBadFile = "fail"  # a file that cannot be read
+    on_bad_record: OnBadRecord = "fail"  # a csv/json record that does not parse
 
 
 @dataclass(frozen=True)

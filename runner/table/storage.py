@@ -14,12 +14,15 @@ later (or set only where the driver runs) would not reach them.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
+from runner.errors import EnvironmentProblem
 from runner.spec.secrets import resolve
 
 S3_SCHEMES = ("s3", "s3a")
@@ -114,6 +117,31 @@ def locate(uri: str, environ: Mapping[str, str] | None = None) -> TableLocation:
         if name in settings:
             resolve(f"${{env:{name}}}", env)  # registers the value for scrubbing
     return TableLocation(uri, settings)
+
+
+# What a file system says when it cannot take a write, in any layer's error text (a Python
+# worker's OSError inside a Spark failure, delta-rs' IO error, the driver's own).
+_CANNOT_WRITE = re.compile(
+    r"No space left on device|Read-only file system|Permission denied|Disk quota exceeded"
+)
+
+
+@contextmanager
+def writing(uri: str) -> Iterator[None]:
+    """Turn a failure of the storage under `uri` to take a write into one clear line,
+    whichever layer hit it (exit 1: the run failed, the table is as it was)."""
+    try:
+        yield
+    except EnvironmentProblem:
+        raise
+    except Exception as exc:
+        found = _CANNOT_WRITE.search(str(exc))
+        if found is None:
+            raise
+        raise EnvironmentProblem(
+            f"cannot write under {uri}: {found[0]}; nothing was committed, the table is as "
+            "it was: free space or fix the permissions, then run again"
+        ) from exc
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:

@@ -203,6 +203,36 @@ def test_clean_on_s3(s3, written):
     pd.testing.assert_frame_equal(_normalized(table.to_pyarrow_table().to_pandas()), expected)
 
 
+def test_clean_on_s3_leaves_objects_the_runner_did_not_write(s3, written):
+    spec = written[0]
+    s3.put_object(Bucket=BUCKET, Key="warehouse/t/README.md", Body=b"about this table")
+
+    done = clean_table(spec, retain_commits=1, min_age_hours=0)
+
+    assert done.not_runners == ["README.md"]
+    assert "warehouse/t/README.md" in _objects(s3, "warehouse/t/")
+
+
+def test_an_s3_prefix_with_other_objects_is_not_taken_for_a_new_table(s3, spark, tmp_path):
+    s3.put_object(Bucket=BUCKET, Key="warehouse/old/part-0.parquet", Body=b"an old dataset")
+    spec = write_spec(
+        tmp_path,
+        {
+            "path": f"s3://{BUCKET}/warehouse/old",
+            "operation": "insert",
+            "record_key": "id",
+            "key_generator": {"type": "NON_PARTITIONED"},
+            "index": {"buckets": 2},
+        },
+    )
+    write_batch(tmp_path, _batch(range(3), ts=1))
+
+    with pytest.raises(UserError, match=r"is not empty and holds no Delta table \(part-0"):
+        run_pipeline(load_spec(spec), spark=spark)
+
+    assert _objects(s3, "warehouse/old/") == ["warehouse/old/part-0.parquet"]
+
+
 def test_expansion_on_s3_is_refused_clearly(spark, written, tmp_path):
     spec = written[0]
     with pytest.raises(UserError, match="local or mounted file system"):

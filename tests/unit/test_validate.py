@@ -209,3 +209,37 @@ def test_a_user_class_must_name_module_and_class(tmp_path):
     text = GOOD.replace("    type: SIMPLE\n", "    class: my.keys.Gen\n")
     code, lines = _validate(tmp_path, text)
     assert code == 2 and "target.key_generator.class" in lines[0] and "pattern" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (
+            "    path: data/trips",
+            "    path: data/trips\n    on_bad_record: drop",
+            "p.yaml:6:20: sources[0].on_bad_record: applies to csv and json, whose records can "
+            "fail to parse; parquet records are typed",
+        ),
+        (
+            "    format: parquet\n    path: data/trips",
+            "    format: json\n    path: data/trips\n    options: {mode: DROPMALFORMED}",
+            "p.yaml:6:21: sources[0].options.mode: the runner decides what happens to records "
+            "that do not parse: use on_bad_record (fail, quarantine or drop) instead of this "
+            "Spark option",
+        ),
+        (
+            "    format: parquet\n    path: data/trips",
+            "    format: csv\n    path: data/trips\n    on_bad_record: quarantine",
+            "p.yaml:6:20: sources[0].on_bad_record: quarantine needs target.quarantine.path, the "
+            "table the records go to; add it, or use drop or fail",
+        ),
+        (
+            "    path: data/trips",
+            "    path: data/trips\n    on_bad_file: ignore",
+            'p.yaml:6:18: sources[0].on_bad_file: "ignore" is not one of: fail, skip',
+        ),
+    ],
+)
+def test_bad_input_settings_are_checked(tmp_path, old, new, expected):
+    code, lines = _validate(tmp_path, GOOD.replace(old, new))
+    assert (code, lines) == (2, [expected])

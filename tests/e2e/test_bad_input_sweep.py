@@ -1,0 +1,280 @@
+"""A sweep of bad inputs through the CLI, as a user meets them.
+
+Each case gets one error line that says what is wrong (no JVM stack trace), the exit code
+the README documents (2: fix the spec, input or table settings; 1: the run failed), and
+leaves the table and every other file as they were, byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from deltalake import write_deltalake
+
+from runner.ops.run import run_pipeline
+from runner.spec import load_spec
+
+pytestmark = [pytest.mark.e2e, pytest.mark.spark]
+
+RUNNER = [sys.executable, "-m", "runner"]
+ROWS = [{"id": i, "city": c, "v": i} for i, c in enumerate(["a", "b", "c", "a"], start=1)]
+SECRET = "s3cr3t-value-0042"
+
+
+def _spec(source: dict, target_path: str | Path, **target) -> dict:
+    return {
+        "name": "sweep",
+        "sources": [{"name": "src", **source}],
+        "target": {
+            "path": str(target_path),
+            "operation": "upsert",
+            "record_key": "id",
+            "precombine_field": "v",
+            "key_generator": {"type": "SIMPLE", "partition_fields": "city"},
+            "index": {"buckets": 4},
+            **target,
+        },
+    }
+
+
+def _json_source(directory: Path, lines: list[str], schema: str | None = None) -> dict:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "a.json").write_text("".join(line + "\n" for line in lines))
+    return {"format": "json", "path": str(directory), **({"schema": schema} if schema else {})}
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    """Every file under root with its bytes (the walk a byte-for-byte check needs)."""
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory, spark):
+    """A committed table, its input, and the other files a user has beside it."""
+    work = tmp_path_factory.mktemp("sweep")
+    source = _json_source(
+        work / "in", [json.dumps(r) for r in ROWS], "id long, city string, v long"
+    )
+    (work / "good.yaml").write_text(yaml.safe_dump(_spec(source, work / "table")))
+    run_pipeline(load_spec(work / "good.yaml"), spark=spark)
+    (work / "old_dataset").mkdir()
+    (work / "old_dataset" / "data.csv").write_text("id,city\n1,a\n")
+    write_deltalake(str(work / "foreign"), pd.DataFrame({"id": [1]}))
+    (work / "cases").mkdir()
+    return work
+
+
+def _run(work: Path, name: str, spec: dict | str, *flags: str, env: dict | None = None):
+    case = work / "cases" / name
+    case.mkdir(exist_ok=True)
+    text = spec if isinstance(spec, str) else yaml.safe_dump(spec, sort_keys=False)
+    (case / "spec.yaml").write_text(text)
+    return subprocess.run(
+        [*RUNNER, *flags, str(case / "spec.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def _error_lines(stderr: str) -> list[str]:
+    """What the user reads: stderr without the JSON log lines and the JVM's start banner."""
+    lines = []
+    for line in stderr.splitlines():
+        if line.startswith("{") or line.startswith("WARNING: Using incubator modules"):
+            continue
+        lines.append(line)
+    return lines
+
+
+def _check(done, code: int, expected: str) -> str:
+    lines = _error_lines(done.stderr)
+    assert done.returncode == code, done.stderr[-3000:]
+    assert lines, done.stderr[-3000:]
+    first = lines[0]
+    assert expected in first, lines
+    assert not [line for line in lines if "\tat " in line or line.startswith("Traceback")], lines
+    return first
+
+
+CASES = {
+    # name: (spec builder, exit code, what the first error line must say)
+    "yaml_syntax": (lambda w: "name: [unclosed\n", 2, "not valid YAML"),
+    "empty_spec": (lambda w: "", 2, "the spec is empty"),
+    "missing_source": (
+        lambda w: _spec({"format": "json", "path": str(w / "nowhere")}, w / "table"),
+        2,
+        "nowhere",
+    ),
+    "corrupt_parquet": (
+        lambda w: _spec(_corrupt_parquet(w / "cases" / "corrupt_parquet" / "in"), w / "table"),
+        2,
+        "is not a Parquet file",
+    ),
+    "corrupt_json": (
+        lambda w: _spec(
+            _json_source(
+                w / "cases" / "corrupt_json" / "in",
+                ['{"id": 9, "city": "a", "v": 9}', '{"id": 10, "city": "a"', "x"],
+                "id long, city string, v long",
+            ),
+            w / "table",
+        ),
+        2,
+        "2 record(s) are rejected",
+    ),
+    "unparseable_json": (
+        lambda w: _spec(
+            _json_source(w / "cases" / "unparseable_json" / "in", ['{"id": 9, "city": "a"', "x"]),
+            w / "table",
+        ),
+        2,
+        "no record parses as json",
+    ),
+    "corrupt_csv": (
+        lambda w: _spec(_bad_csv(w / "cases" / "corrupt_csv" / "in"), w / "table"),
+        2,
+        "record(s) are rejected",
+    ),
+    "type_changed": (
+        lambda w: _spec(
+            _json_source(
+                w / "cases" / "type_changed" / "in",
+                ['{"id": 9, "city": "a", "v": "nine"}'],
+                "id long, city string, v string",
+            ),
+            w / "table",
+        ),
+        2,
+        "v",
+    ),
+    "non_delta_target": (
+        lambda w: _spec(
+            _json_source(w / "cases" / "non_delta_target" / "in", ["{}"]), w / "old_dataset"
+        ),
+        2,
+        "is not empty and holds no Delta table (data.csv)",
+    ),
+    "foreign_delta_target": (
+        lambda w: _spec(
+            _json_source(w / "cases" / "foreign_delta_target" / "in", ["{}"]), w / "foreign"
+        ),
+        2,
+        "not written by runner",
+    ),
+    "escaping_partition": (
+        lambda w: _spec(
+            _json_source(
+                w / "cases" / "escaping_partition" / "in",
+                ['{"id": 9, "city": "..", "v": 1}'],
+                "id long, city string, v long",
+            ),
+            w / "table",
+        ),
+        2,
+        "record(s) cannot be keyed",
+    ),
+}
+
+
+def _corrupt_parquet(directory: Path) -> dict:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "x.parquet").write_bytes(b"PAR1 but not really")
+    return {"format": "parquet", "path": str(directory), "schema": "id long, city string, v long"}
+
+
+def _bad_csv(directory: Path) -> dict:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "a.csv").write_text("9,a,9\n10,b,ten\n")
+    return {"format": "csv", "path": str(directory), "schema": "id long, city string, v long"}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_is_named_and_changes_nothing(work, name):
+    build, code, expected = CASES[name]
+    before = _tree(work / "table"), _tree(work / "old_dataset"), _tree(work / "foreign")
+
+    done = _run(work, name, build(work))
+
+    _check(done, code, expected)
+    after = _tree(work / "table"), _tree(work / "old_dataset"), _tree(work / "foreign")
+    assert after == before
+
+
+def test_malformed_records_are_named_with_file_and_line(work):
+    source = _json_source(work / "cases" / "lines" / "in", ['{"id": 9, "city": "a", "v": 9}', "{"])
+    done = _run(
+        work, "lines", _spec({**source, "schema": "id long, city string, v long"}, work / "table")
+    )
+    _check(done, 2, "1 record(s) are rejected")
+    assert f"{work}/cases/lines/in/a.json:2: does not parse" in done.stderr
+
+
+def _mount(*args: str) -> bool:
+    return subprocess.run(["mount", *args], capture_output=True).returncode == 0
+
+
+@pytest.fixture
+def read_only(work):
+    """The table directory remounted read-only (root ignores file modes, not a ro mount)."""
+    table = str(work / "table")
+    if not (_mount("--bind", table, table) and _mount("-o", "remount,ro,bind", table)):
+        subprocess.run(["umount", table], capture_output=True)
+        pytest.skip("cannot make a read-only bind mount here (needs root and CAP_SYS_ADMIN)")
+    yield work
+    subprocess.run(["umount", table], check=True)
+
+
+def test_a_read_only_target_fails_in_one_line(read_only):
+    work = read_only
+    before = _tree(work / "table")
+    source = _json_source(
+        work / "cases" / "read_only" / "in",
+        ['{"id": 7, "city": "b", "v": 7}'],
+        "id long, city string, v long",
+    )
+    done = _run(work, "read_only", _spec(source, work / "table"))
+    _check(done, 1, "Read-only file system")
+    assert _tree(work / "table") == before
+
+
+def test_a_full_file_system_fails_in_one_line_and_keeps_the_table(work, spark, tmp_path):
+    disk = tmp_path / "small"
+    disk.mkdir()
+    if not _mount("-t", "tmpfs", "-o", "size=3m", "tmpfs", str(disk)):
+        pytest.skip("cannot mount a small tmpfs here (needs root and CAP_SYS_ADMIN)")
+    try:
+        source = _json_source(
+            tmp_path / "in", [json.dumps(r) for r in ROWS], "id long, city string, v long"
+        )
+        (tmp_path / "small.yaml").write_text(yaml.safe_dump(_spec(source, disk / "table")))
+        run_pipeline(load_spec(tmp_path / "small.yaml"), spark=spark)
+        before = _tree(disk)
+        big = [
+            json.dumps({"id": 100 + i, "city": "a", "v": i, "pad": os.urandom(3000).hex()})
+            for i in range(2000)
+        ]
+        wide = _json_source(tmp_path / "big", big, "id long, city string, v long, pad string")
+        done = _run(work, "full", _spec(wide, disk / "table"))
+        _check(done, 1, "No space left on device")
+        assert _tree(disk) == before
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_debug_tracebacks_are_scrubbed_of_secrets(work):
+    spec = _spec({"format": "json", "path": "${env:RUNNER_SWEEP_DIR}/missing"}, work / "table")
+    done = _run(work, "secret", spec, "--debug", env={"RUNNER_SWEEP_DIR": f"/tmp/{SECRET}"})
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" in done.stderr  # --debug shows it
+    assert SECRET not in done.stderr and "${env:RUNNER_SWEEP_DIR}" in done.stderr
