@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from bench.write import checksum, make_rows, spec_file, timed
-from runner.ops.expand import expand_table
-from runner.ops.run import run_pipeline
+from runner.commands.expand import expand_table
+from runner.commands.run import run_pipeline
 
 
 def run_expand_benchmarks(spark, work: Path, rows: int, repeats: int, buckets: int) -> list[dict]:

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import yaml
 from deltalake import DeltaTable, write_deltalake
 
-from runner.ops.run import run_pipeline
+from runner.commands.run import run_pipeline
 from runner.spec import load_spec
 
 CITIES = ["ams", "sf", "nyc", "sp", "tokyo", "lagos", "paris", "delhi"]

@@ -10,6 +10,7 @@ import os
 import shlex
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -146,24 +147,36 @@ def run(
     Exit codes: 0 done; 2 a problem to fix in the spec, the input or the table settings
     (nothing was written); 1 a failure (the table is as it was before the run).
     """
-    from runner.ops.run import run_pipeline
+    from runner.commands.run import run_pipeline
+    from runner.ops.summary import RunSummary
     from runner.spec import load_spec
 
     if checkpoints and ignore_checkpoint:
         raise click.UsageError("give --checkpoint or --ignore-checkpoint, not both")
     pipeline = load_spec(spec)
     if continuous:
-        from runner.ops.continuous import run_continuously
+        from runner.commands.continuous import run_continuously
 
         if batch_id:
             raise click.UsageError("--batch-id names one batch; it does not go with --continuous")
-        run_continuously(
+        kept: list[dict[str, object]] = []  # the summaries --summary-json keeps, newest last
+
+        def show(number: int, summary: RunSummary) -> None:
+            click.echo(f"round {number}: {summary.render()}")
+            if summary_json:
+                kept[:] = [*kept[-(KEPT_ROUNDS - 1) :], summary.to_dict()]
+                Path(summary_json).write_text(json.dumps(kept, indent=2) + "\n")
+
+        done = run_continuously(
             pipeline,
             interval_seconds=_duration(min_interval),
             console_progress=sys.stderr.isatty(),
             checkpoint=checkpoints,
             ignore_checkpoint=ignore_checkpoint,
-            summary_json=summary_json,
+            on_round=show,
+        )
+        click.echo(
+            f"{pipeline.name}: stopped after {done.count} round(s), {done.commits} commit(s)"
         )
         return
     summary = run_pipeline(
@@ -228,7 +241,7 @@ def keys(
     before its first write. Types come from --schema, else they are inferred. With -p the
     bucket comes from --buckets, else hoodie.bucket.index.num.buckets, else it is null.
     """
-    from runner.keygen.preview import (
+    from runner.commands.keys import (
         parse_properties,
         preview_keys,
         render,
@@ -255,10 +268,12 @@ def keys(
         click.echo(line)
 
 
+KEPT_ROUNDS = 100  # the round summaries `run --continuous --summary-json` keeps
+
 _POLICY = click.Choice(["multiple_rehash", "overwrite"])
 
 
-def _expansion_options(command):
+def _expansion_options(command: Callable[..., None]) -> Callable[..., None]:
     for option in reversed(
         [
             click.option(
@@ -325,8 +340,15 @@ def plan(
     _expand(spec, buckets, policy, partitions, as_json, dry_run=True)
 
 
-def _expand(spec, buckets, policy, partitions, as_json, dry_run) -> None:
-    from runner.ops.expand import expand_table
+def _expand(
+    spec: str,
+    buckets: int | None,
+    policy: str | None,
+    partitions: tuple[str, ...],
+    as_json: bool,
+    dry_run: bool,
+) -> None:
+    from runner.commands.expand import expand_table
     from runner.spec import load_spec
 
     planned, done = expand_table(
@@ -367,7 +389,7 @@ def clean(
     versions, and files no version ever committed (left by a killed run). Files the runner
     did not write are listed and left alone. Starts no JVM.
     """
-    from runner.ops.clean import clean_table
+    from runner.commands.clean import clean_table
     from runner.spec import load_spec
 
     done = clean_table(load_spec(spec), retain_commits, min_age_hours, dry_run)
@@ -411,7 +433,7 @@ def read(
     yyyyMMddHHmmssSSS (UTC), as in _commit_time and in every run summary. Starts no JVM;
     the row count goes to stderr.
     """
-    from runner.ops.read import read_rows, write_rows
+    from runner.commands.read import read_rows, write_rows
 
     if fmt == "parquet" and not out:
         raise click.UsageError("--format parquet writes a file: give --out PATH")
@@ -434,7 +456,7 @@ def inspect(table: str, as_json: bool, plot: str | None) -> None:
     Reads only the Delta log's statistics: no data file, no JVM. Skew is the largest
     bucket over the mean bucket of its partition; 1.0 is an even spread.
     """
-    from runner.ops.inspect import inspect_table, plot_report, render_report
+    from runner.commands.inspect import inspect_table, plot_report, render_report
 
     report = inspect_table(table)
     click.echo(json.dumps(report, indent=2) if as_json else render_report(report))

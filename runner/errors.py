@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from runner.spec.model import Source
 
 
 class RunnerError(Exception):
@@ -59,21 +55,21 @@ class BadRecordsError(UserError):
 
 
 class UnreadableFileError(UserError):
-    """An input file that cannot be read: corrupt, truncated, or gone before it was read."""
+    """An input file that cannot be read: corrupt, truncated, or gone before it was read.
 
-    def __init__(self, source: Source | None, path: str, reason: str):
+    `source` names the file source that holds it (None when none does); `skippable` says
+    whether that source has on_bad_file: skip."""
+
+    def __init__(self, source: str | None, path: str, reason: str, skippable: bool = False):
         self.source = source
         self.path = path
         self.reason = reason
-        where = f"source '{source.name}'" if source else "an input"
-        fix = (
-            "; or set on_bad_file: skip on the source to go on without it"
-            if source and source.on_bad_file == "fail"
-            else ""
-        )
+        self.skippable = skippable
+        where = f"source '{source}'" if source else "an input"
+        fix = "; or set on_bad_file: skip on the source to go on without it" if source else ""
         super().__init__(
             f"{where} cannot read {path}: {reason}; nothing was written and no checkpoint "
-            f"moved: fix or remove the file{fix}"
+            f"moved: fix or remove the file{'' if skippable else fix}"
         )
 
 

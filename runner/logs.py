@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import sys
 import uuid
+from collections.abc import MutableMapping
+from typing import Any
 
 import structlog
 
@@ -36,7 +38,7 @@ def configure(level: str = "info", json_logs: bool | None = None) -> None:
     )
 
 
-def _scrub_secrets(_logger, _method: str, event: dict) -> dict:
+def _scrub_secrets(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
     """No resolved `${env:NAME}` value reaches a log line, whatever logged it."""
     return {k: scrub(v) if isinstance(v, str) else v for k, v in event.items()}
 

@@ -94,13 +94,13 @@ def spark_session(
     }
     # Python workers must run the interpreter that has runner and its dependencies.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = builder.master(settings.master or "local[*]")
+    builder = builder.master(settings.master)
     listed = [j for j in conf.get("spark.jars", "").split(",") if j]
     if jars:
         conf["spark.jars"] = ",".join(dict.fromkeys([*listed, *jars]))
     for key, value in {**defaults, **conf}.items():
         builder = builder.config(key, value)
-    log.info("spark_starting", master=settings.master or "local[*]")
+    log.info("spark_starting", master=settings.master)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark

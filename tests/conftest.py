@@ -6,6 +6,16 @@ import pytest
 
 from tests.postgres import jdbc_jar, postgres  # noqa: F401  (one server per test session)
 
+# The folder says what a test needs: tests/spark the shared session, tests/e2e the CLI.
+FOLDER_MARKERS = {"spark": "spark", "e2e": "e2e"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        folder = item.path.parent.name
+        if folder in FOLDER_MARKERS:
+            item.add_marker(FOLDER_MARKERS[folder])
+
 
 @pytest.fixture(scope="session")
 def spark():

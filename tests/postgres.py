@@ -6,10 +6,9 @@ database `runner_test` owned by the role `runner` (password auth over TCP) and y
 `PostgresServer`. At the end of the session it stops the server and deletes the cluster.
 
 What it needs: the server binaries (Debian: package `postgresql`, /usr/lib/postgresql/*/bin)
-and the driver jar (Debian: `libpostgresql-jdbc-java`, /usr/share/java/postgresql.jar). When
-one is missing and we are root with apt-get, it installs them; otherwise the tests skip and say
-what to install. RUNNER_TESTS_NO_APT=1 turns the installing off. PG_BINDIR points at other
-server binaries.
+and the driver jar (Debian: `libpostgresql-jdbc-java`, /usr/share/java/postgresql.jar).
+`./dev test` installs them (as root with apt-get); fixtures install nothing, and when one is
+missing the tests skip and say what to install. PG_BINDIR points at other server binaries.
 
 Use it through tests/conftest.py (`from tests.postgres import postgres`): a fixture imported into
 several test modules is a separate fixture in each, and would start one server per module.
@@ -17,8 +16,6 @@ several test modules is a separate fixture in each, and would start one server p
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import glob
 import os
 import pwd
@@ -37,8 +34,6 @@ from pathlib import Path
 import pytest
 
 JAR = "/usr/share/java/postgresql.jar"
-SERVER_PACKAGE = "postgresql"
-JAR_PACKAGE = "libpostgresql-jdbc-java"
 DATABASE = "runner_test"
 USER = "runner"
 OS_USER = "postgres"  # the server refuses to run as root; Debian's package creates this user
@@ -114,85 +109,16 @@ def _version_key(bindir: str) -> tuple[int, ...]:
     return tuple(int(n) for n in re.findall(r"\d+", bindir))
 
 
-def _can_apt() -> bool:
-    return (
-        os.geteuid() == 0
-        and shutil.which("apt-get") is not None
-        and os.environ.get("RUNNER_TESTS_NO_APT", "") in ("", "0")
-    )
-
-
-@contextlib.contextmanager
-def _no_service_start() -> Iterator[None]:
-    """Keep apt from starting the package's own cluster (the `main` one on port 5432).
-
-    Debian's maintainer scripts start services through invoke-rc.d, which asks policy-rc.d;
-    exit 101 means "not allowed". Container images often ship one already; then it stays.
-    """
-    policy = Path("/usr/sbin/policy-rc.d")
-    if policy.exists():
-        yield
-        return
-    policy.write_text(
-        "#!/bin/sh\n# written by runner's tests/postgres.py while apt-get runs\nexit 101\n"
-    )
-    policy.chmod(0o755)
-    try:
-        yield
-    finally:
-        policy.unlink(missing_ok=True)
-
-
-def _apt_install(packages: tuple[str, ...]) -> str | None:
-    """Install Debian packages; None when that worked, else why not."""
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages]
-
-    def run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            cmd, env=env, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL
-        )
-
-    try:
-        with _no_service_start():
-            res = run(install)
-            if res.returncode != 0:  # stale or absent package lists
-                run(["apt-get", "update", "-qq"])
-                res = run(install)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"`{' '.join(install)}` failed: {exc}"
-    if res.returncode != 0:
-        tail = (res.stderr or res.stdout).strip().splitlines()[-3:]
-        return f"`{' '.join(install)}` exited {res.returncode}: {' / '.join(tail)}"
-    return None
-
-
-@functools.cache
-def _install(packages: tuple[str, ...]) -> str | None:
-    """Install once per test session; later calls get the same answer."""
-    if not _can_apt():
-        return "not root with apt-get (or RUNNER_TESTS_NO_APT is set)"
-    return _apt_install(packages)
-
-
 def jdbc_jar() -> str | None:
-    """The PostgreSQL JDBC driver jar, installing it when root with apt-get; None when absent.
+    """The PostgreSQL JDBC driver jar, None when absent.
 
     Starts no server: for the shared `spark` fixture's spark.jars.
     """
-    if not os.path.exists(JAR):
-        _install((JAR_PACKAGE,))
     return JAR if os.path.exists(JAR) else None
 
 
-def _find_or_install() -> tuple[str, str]:
+def _find() -> tuple[str, str]:
     """(server bin dir, jar path), or pytest.skip saying what is missing."""
-    missing = []
-    if _server_bindir() is None:
-        missing.append(SERVER_PACKAGE)
-    if not os.path.exists(JAR):
-        missing.append(JAR_PACKAGE)
-    problem = _install(tuple(missing)) if missing else None
     bindir = _server_bindir()
     if bindir is None or not os.path.exists(JAR):
         what = []
@@ -203,10 +129,9 @@ def _find_or_install() -> tuple[str, str]:
             )
         if not os.path.exists(JAR):
             what.append(f"the PostgreSQL JDBC driver {JAR}")
-        why = problem or "apt-get did not provide it"
         pytest.skip(
-            f"missing {' and '.join(what)}; not installed automatically: {why}. "
-            f"Install with `sudo apt-get install -y postgresql libpostgresql-jdbc-java`"
+            f"missing {' and '.join(what)}: `./dev test` installs them when run as root with "
+            "apt-get; or `sudo apt-get install -y postgresql libpostgresql-jdbc-java`"
         )
     return bindir, JAR
 
@@ -390,7 +315,7 @@ class _Shared:
 def postgres() -> Iterator[PostgresServer]:
     """A running PostgreSQL server with database `runner_test` owned by role `runner`."""
     if _Shared.server is None:
-        bindir, jar = _find_or_install()
+        bindir, jar = _find()
         cluster = _Cluster(bindir)
         try:
             cluster.init()

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from runner.keygen.common import field_string
+from runner.fields import field_string
 
 HASH_FUNCTION = "spark_murmur3_x86_32_seed42(string(fields)) pmod buckets"
 

@@ -125,11 +125,11 @@ def _describe(value: Any) -> str:
 def _messages(err: jsonschema.ValidationError) -> list[tuple[str, str]]:
     path = tuple(err.absolute_path)
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-        allowed = err.schema.get("properties", {})
+        allowed = err.schema.get("properties", {}) if isinstance(err.schema, dict) else {}
         extra = sorted(set(err.instance) - set(allowed))
         return [(dotted((*path, name)), "unknown field") for name in extra]
     if err.validator == "required":
-        missing = [m for m in err.validator_value if m not in err.instance]
+        missing = [m for m in err.validator_value if m not in err.instance]  # type: ignore[union-attr, operator]
         return [(dotted((*path, name)), "required field missing") for name in missing]
     if err.validator == "type":
         expected = err.validator_value

@@ -15,7 +15,8 @@ from runner.keygen.simple import SimpleKeyGenerator
 from runner.keygen.timestamp import TimestampBasedKeyGenerator
 from runner.spec.model import KeyGenSpec
 
-KEY_GENERATORS: dict[str, type[KeyGenerator]] = {
+# The class of each generator runner.spec.keygen_types describes (a test holds them equal).
+GENERATOR_CLASSES: dict[str, type[KeyGenerator]] = {
     "SIMPLE": SimpleKeyGenerator,
     "COMPLEX": ComplexKeyGenerator,
     "CUSTOM": CustomKeyGenerator,
@@ -28,7 +29,7 @@ KEY_GENERATORS: dict[str, type[KeyGenerator]] = {
 def build_key_generator(spec: KeyGenSpec) -> KeyGenerator:
     if spec.class_path:
         return load_user_class(spec.class_path, spec.search_path)(spec)
-    return KEY_GENERATORS[spec.type](spec)
+    return GENERATOR_CLASSES[spec.type](spec)
 
 
 def load_user_class(class_path: str, search_path: str | None) -> type[KeyGenerator]:
@@ -52,4 +53,4 @@ def load_user_class(class_path: str, search_path: str | None) -> type[KeyGenerat
     return cls
 
 
-__all__ = ["KEY_GENERATORS", "KeyColumns", "KeyGenerator", "build_key_generator"]
+__all__ = ["GENERATOR_CLASSES", "KeyColumns", "KeyGenerator", "build_key_generator"]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column
 from pyspark.sql.types import StructType
 
+from runner.spec.keygen_types import KEY_GENERATORS
 from runner.spec.model import KeyGenSpec
 
 
@@ -58,7 +59,8 @@ class KeyGenerator(ABC):
             "runner.keygen.hive.style": str(spec.hive_style_partitioning).lower(),
             "runner.keygen.url.encode": str(spec.url_encode).lower(),
         }
-        if spec.type == "COMPLEX":
+        described = KEY_GENERATORS.get(spec.type)
+        if described and described.field_prefixed_keys:
             out["runner.keygen.complex.encoding"] = "FIELD_PREFIXED"
         ts = spec.timestamp
         if ts is not None:

@@ -34,11 +34,11 @@ from pyspark.sql.types import (
 )
 
 from runner.errors import UserError
+from runner.fields import field_value
 from runner.keygen.base import KeyColumns, KeyGenerator
 from runner.keygen.common import (
     DEFAULT_PARTITION,
     escape_path_name,
-    field_value,
     simple_record_key,
 )
 from runner.spec.model import TimestampSpec

@@ -5,18 +5,14 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from runner.fields import check_fields
 from runner.index.bucket import layout_bucket_column
 from runner.index.layout import BucketLayout
 from runner.keygen import build_key_generator
-from runner.keygen.common import check_fields
 from runner.spec.model import Target
+from runner.table.meta import BUCKET, PARTITION_PATH, RECORD_KEY
 
-RECORD_KEY = "_record_key"
-PARTITION_PATH = "_partition_path"
-BUCKET = "_bucket"
 KEY_ERROR = "__runner_key_error"
-# Internal columns of a run carry this prefix; an input column may not.
-RESERVED_PREFIX = "__runner_"
 
 # A partition path must stay inside the table directory.
 _ESCAPING_PATH_RE = r"(^/)|(^|/)\.\.?(/|$)"

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from runner.ops.keys import BUCKET, PARTITION_PATH, RECORD_KEY
 from runner.spec.model import Target
 from runner.table.bucket_merge import DELETE, MergeSettings
+from runner.table.meta import BUCKET, COMMIT_SEQNO, COMMIT_TIME, PARTITION_PATH, RECORD_KEY
 from runner.table.schema import SchemaPlan
 from runner.table.writer import ACTION
 
@@ -35,8 +35,8 @@ def incoming_rows(keyed: DataFrame, target: Target, plan: SchemaPlan, instant: s
     marker = F.coalesce(F.col(target.delete_marker), F.lit(False)) if target.delete_marker else None
     data = plan.data_columns if target.operation != "delete" else []
     return keyed.select(
-        F.lit(instant).alias("_commit_time"),
-        F.lit(None).cast("string").alias("_commit_seqno"),
+        F.lit(instant).alias(COMMIT_TIME),
+        F.lit(None).cast("string").alias(COMMIT_SEQNO),
         RECORD_KEY,
         PARTITION_PATH,
         BUCKET,

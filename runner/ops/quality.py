@@ -17,9 +17,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType
 
 from runner.errors import BadRecordsError, UserError
-from runner.ops.keys import BUCKET, KEY_ERROR, PARTITION_PATH, RECORD_KEY
+from runner.ops.keys import KEY_ERROR
 from runner.sources.bad_input import MALFORMED_FILE, MALFORMED_RAW, MalformedRows, line_of
 from runner.spec.model import Expectation, PipelineSpec
+from runner.table.meta import BUCKET, PARTITION_PATH, RECORD_KEY
 
 FATE = "__runner_fate"  # null: the row is written; else drop | quarantine | fail
 RULE = "__runner_rule"  # the rule(s) the row broke, comma-separated

@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 SHOWN_SKIPPED = 5
 
@@ -38,7 +39,7 @@ class RunSummary:
     batch_already_committed: bool = False
     nothing_new: bool = False  # every incremental source had nothing new: no Spark, no commit
     checkpoint_origin: str | None = None
-    sources: dict[str, dict] = field(default_factory=dict)
+    sources: dict[str, dict[str, Any]] = field(default_factory=dict)
     rows_read: int = 0
     rows_dropped: int = 0  # by expectations with action drop
     rows_quarantined: int = 0
@@ -55,12 +56,14 @@ class RunSummary:
     buckets_touched: int = 0
     partitions_touched: int = 0
     columns_added: list[str] = field(default_factory=list)
-    files_skipped: list[dict] = field(default_factory=list)  # unreadable, on_bad_file: skip
-    expansion: dict | None = None  # the automatic expansion after the commit, if one ran
+    files_skipped: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # unreadable, on_bad_file: skip
+    expansion: dict[str, Any] | None = None  # the automatic expansion after the commit, if one ran
     files_cleaned: int | None = None  # by target.cleaning.after_commit
     stage_seconds: dict[str, float] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def render(self) -> str:
@@ -126,7 +129,7 @@ class RunSummary:
         return "\n".join(lines)
 
 
-def _source_line(info: dict) -> str:
+def _source_line(info: dict[str, Any]) -> str:
     parts = []
     if "files" in info:
         parts.append(f"{info['files']} file(s)")
@@ -151,8 +154,9 @@ def _checkpoint_text(value: object) -> str:
 
 
 def human_size(n: int) -> str:
+    size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
     return f"{n} B"

@@ -3,6 +3,7 @@
 Each source becomes a temporary view under its name for the transform.
 """
 
-from runner.sources.plan import SourcePlan, nothing_new, plan_sources, read_input
+from runner.sources.model import SourcePlan
+from runner.sources.plan import nothing_new, plan_database_reads, plan_sources, read_input
 
-__all__ = ["SourcePlan", "nothing_new", "plan_sources", "read_input"]
+__all__ = ["SourcePlan", "nothing_new", "plan_database_reads", "plan_sources", "read_input"]

@@ -124,7 +124,13 @@ def unreadable_file(exc: BaseException, sources: Sequence[Source]) -> Unreadable
     reason = reason.replace(uri, "the file").replace(f"file:{path}", "the file")
     if len(reason) > _MAX_REASON:
         reason = reason[: _MAX_REASON - 3] + "..."
-    return UnreadableFileError(_source_of(path, sources), path, reason or "unreadable")
+    source = _source_of(path, sources)
+    return UnreadableFileError(
+        source.name if source else None,
+        path,
+        reason or "unreadable",
+        skippable=source is not None and source.on_bad_file == "skip",
+    )
 
 
 @contextmanager

@@ -8,6 +8,7 @@ checkpoint of the latest commit of this pipeline, which exists only if the data 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from runner.errors import UserError
@@ -20,25 +21,40 @@ FIELD = "checkpoint"
 _FIRST_LOOK = 50
 
 
+class Origin(StrEnum):
+    """Where a run's starting points come from (recorded with the commit)."""
+
+    TABLE = "table"  # the checkpoints of the pipeline's last commit
+    CHOSEN = "chosen"  # given for this run (runner run --checkpoint)
+    RESET = "reset"  # every source from the beginning (runner run --ignore-checkpoint)
+    NEW = "new table"  # no commit of this pipeline yet
+
+    @property
+    def replaces_the_tables(self) -> bool:
+        """A start the user chose: worth recording even when nothing was read."""
+        return self in (Origin.CHOSEN, Origin.RESET)
+
+
 @dataclass(frozen=True)
 class StartingPoints:
     """Where each incremental source starts this run, and how that was decided."""
 
     by_source: dict[str, Any]
-    origin: str  # "table" | "--checkpoint" | "--ignore-checkpoint" | "new table"
+    origin: Origin
     commit_version: int | None = None  # the latest commit of the pipeline with checkpoints
 
     def describe(self) -> str:
-        if self.origin == "table":
-            return f"from the checkpoints of version {self.commit_version}"
         return {
-            "--checkpoint": "from --checkpoint",
-            "--ignore-checkpoint": "from the beginning (--ignore-checkpoint)",
-            "new table": "from the beginning (no commit of this pipeline yet)",
+            Origin.TABLE: f"from the checkpoints of version {self.commit_version}",
+            Origin.CHOSEN: "from the checkpoints given for this run",
+            Origin.RESET: "from the beginning (a reset)",
+            Origin.NEW: "from the beginning (no commit of this pipeline yet)",
         }[self.origin]
 
 
-def last_checkpoints(snapshot: TableSnapshot | None, pipeline: str) -> tuple[dict, int | None]:
+def last_checkpoints(
+    snapshot: TableSnapshot | None, pipeline: str
+) -> tuple[dict[str, Any], int | None]:
     """The checkpoints of the latest commit of `pipeline` that recorded any, and its version."""
     if snapshot is None:
         return {}, None
@@ -49,7 +65,9 @@ def last_checkpoints(snapshot: TableSnapshot | None, pipeline: str) -> tuple[dic
     return found or ({}, None)
 
 
-def _first_with_checkpoints(history: list[dict], pipeline: str) -> tuple[dict, int] | None:
+def _first_with_checkpoints(
+    history: list[dict[str, Any]], pipeline: str
+) -> tuple[dict[str, Any], int] | None:
     for commit in history:  # newest first
         meta = commit.get("runner")
         if isinstance(meta, dict) and meta.get("pipeline") == pipeline and FIELD in meta:
@@ -73,14 +91,14 @@ def starting_points(
         )
     found, version = last_checkpoints(snapshot, spec.name)
     if ignore:
-        return StartingPoints({}, "--ignore-checkpoint", version)
+        return StartingPoints({}, Origin.RESET, version)
     if override:
         # the named sources start where the user says, the others where the table says
         chosen = {**found, **_parse_overrides(override, incremental)}
-        return StartingPoints(chosen, "--checkpoint", version)
+        return StartingPoints(chosen, Origin.CHOSEN, version)
     if version is None:
-        return StartingPoints({}, "new table")
-    return StartingPoints(found, "table", version)
+        return StartingPoints({}, Origin.NEW)
+    return StartingPoints(found, Origin.TABLE, version)
 
 
 def _parse_overrides(values: tuple[str, ...], incremental: list[str]) -> dict[str, str]:

@@ -18,9 +18,8 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from runner.errors import UserError
+from runner.table.meta import COMMIT_TIME
 from runner.table.storage import storage_options
-
-COMMIT_TIME = "_commit_time"
 
 
 @dataclass(frozen=True)
@@ -88,14 +87,14 @@ def plan_delta_read(uri: str, since: Any, incremental: bool, where: str) -> Delt
 def _checkpoint_version(since: Any, where: str) -> int:
     value = since.get("version") if isinstance(since, dict) else since
     try:
-        return int(value)
+        return int(value)  # type: ignore[arg-type]  # a wrong type is the error below
     except (TypeError, ValueError):
         raise UserError(
             f"{where}: checkpoint {since!r} is not a table version; give a version number"
         ) from None
 
 
-def _may_hold(row: dict, instants: list[str]) -> bool:
+def _may_hold(row: dict[str, Any], instants: list[str]) -> bool:
     low, high = row.get(f"min.{COMMIT_TIME}"), row.get(f"max.{COMMIT_TIME}")
     if low is None or high is None:
         return bool(instants)  # no statistics: the file must be read

@@ -10,16 +10,15 @@ upper bound keeps both reads equal while new rows arrive.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
 from runner.errors import UserError
+from runner.sources.model import JdbcRead, SourcePlan
 from runner.spec.model import JdbcSpec, Source
 from runner.spec.secrets import resolve
-
-if TYPE_CHECKING:
-    from runner.sources.plan import SourcePlan
 
 # Drivers a url prefix implies, and where Debian puts their jars.
 KNOWN_DRIVERS = {
@@ -55,13 +54,16 @@ def _known(url: str) -> tuple[str | None, str | None]:
     return None, None
 
 
-def read_jdbc(spark: SparkSession, plan: SourcePlan) -> DataFrame:
+def plan_jdbc(spark: SparkSession, plan: SourcePlan) -> SourcePlan:
+    """The plan with its read fixed: the checkpoint bounds (an incremental source asks the
+    database for the column's largest value) and the range partitioning."""
     source = plan.source
     spec = source.jdbc
     assert spec is not None, "the loader requires jdbc: for format jdbc"
     relation = f"({spec.query}) runner_query" if spec.query else spec.table
     column = source.incremental.column if source.incremental else None
     condition = []
+    until, nothing_new, details = plan.until, plan.nothing_new, dict(plan.details)
     if column:
         if plan.since is not None:
             condition.append(f"{column} > {_literal(plan.since)}")
@@ -71,15 +73,12 @@ def read_jdbc(spark: SparkSession, plan: SourcePlan) -> DataFrame:
             plan,
             f"SELECT CAST(MAX({column}) AS VARCHAR(200)) FROM {relation}{_where(condition)}",
         )
-        plan.until = top if top is not None else plan.since
-        plan.nothing_new = top is None
-        plan.details = {"column": column}
-        if top is not None:
-            condition.append(f"{column} <= {_literal(top)}")
-        else:
-            condition.append("1 = 0")
+        until = top if top is not None else plan.since
+        nothing_new = top is None
+        details["column"] = column
+        condition.append(f"{column} <= {_literal(top)}" if top is not None else "1 = 0")
     select = f"(SELECT * FROM {relation}{_where(condition)}) runner_source"
-    options = _connection(spec, plan) | {"dbtable": select}
+    partitioning: dict[str, str] = {}
     if spec.partition_column:
         lower, upper = spec.lower_bound, spec.upper_bound
         if lower is None or upper is None:
@@ -93,13 +92,26 @@ def read_jdbc(spark: SparkSession, plan: SourcePlan) -> DataFrame:
             lower = lower if lower is not None else bounds[0]
             upper = upper if upper is not None else bounds[1]
         if lower is not None and upper is not None:
-            options |= {
+            partitioning = {
                 "partitionColumn": spec.partition_column,
                 "lowerBound": str(lower),
                 "upperBound": str(upper),
                 "numPartitions": str(spec.num_partitions),
             }
-    return _load(spark, options, plan)
+    return replace(
+        plan,
+        until=until,
+        nothing_new=nothing_new,
+        details=details,
+        jdbc=JdbcRead(select, partitioning),
+    )
+
+
+def read_jdbc(spark: SparkSession, plan: SourcePlan) -> DataFrame:
+    """Read what plan_jdbc fixed."""
+    assert plan.jdbc is not None and plan.source.jdbc is not None, "plan_jdbc comes first"
+    options = _connection(plan.source.jdbc, plan) | {"dbtable": plan.jdbc.select}
+    return _load(spark, options | dict(plan.jdbc.partitioning), plan)
 
 
 def _where(conditions: list[str]) -> str:
@@ -120,8 +132,11 @@ def _connection(spec: JdbcSpec, plan: SourcePlan) -> dict[str, str]:
         "driver": driver,
         "fetchsize": str(spec.fetch_size),
     }
-    resolved = resolve({k: v for k, v in options.items() if v is not None}, where=plan.where)
-    return resolved | resolve(dict(plan.source.options), where=plan.where)
+    resolved: dict[str, str] = resolve(
+        {k: v for k, v in options.items() if v is not None}, where=plan.where
+    )
+    extra: dict[str, str] = resolve(dict(plan.source.options), where=plan.where)
+    return resolved | extra
 
 
 def _load(spark: SparkSession, options: dict[str, str], plan: SourcePlan) -> DataFrame:
@@ -129,10 +144,11 @@ def _load(spark: SparkSession, options: dict[str, str], plan: SourcePlan) -> Dat
         return spark.read.format("jdbc").options(**options).load()
     except Exception as exc:  # the driver's own errors: wrong url, login, SQL
         first = str(exc).strip().splitlines()[0]
-        raise UserError(f"{plan.where} (jdbc {plan.source.jdbc.url}): {first}") from None
+        url = plan.source.jdbc.url if plan.source.jdbc else "?"
+        raise UserError(f"{plan.where} (jdbc {url}): {first}") from None
 
 
-def _row(spark: SparkSession, spec: JdbcSpec, plan: SourcePlan, sql: str) -> tuple:
+def _row(spark: SparkSession, spec: JdbcSpec, plan: SourcePlan, sql: str) -> tuple[Any, ...]:
     options = _connection(spec, plan) | {"query": sql}
     rows = _load(spark, options, plan).collect()
     return tuple(rows[0]) if rows else ()

@@ -102,9 +102,10 @@ def _stamp(info: pafs.FileInfo, local: bool) -> int:
     time, which a rename sets: a file written elsewhere and moved (or copied with its
     modification time kept) into the directory later is still new. On object stores a
     rename is a new object with a new modification time."""
+    modified = int(info.mtime_ns)
     if not local:
-        return info.mtime_ns
-    return max(info.mtime_ns, os.stat(info.path).st_ctime_ns)
+        return modified
+    return max(modified, os.stat(info.path).st_ctime_ns)
 
 
 def _hidden(relative: str) -> bool:

@@ -8,11 +8,11 @@ temporary view under its name, and the transform over them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.errors import AnalysisException, ParseException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
 
 from runner.errors import UserError
@@ -26,34 +26,14 @@ from runner.sources.bad_input import (
     with_corrupt_column,
 )
 from runner.sources.checkpoint import StartingPoints
-from runner.sources.delta import COMMIT_TIME, open_source_table, plan_delta_read
+from runner.sources.delta import open_source_table, plan_delta_read
 from runner.sources.listing import FileCheckpoint, list_new_files
+from runner.sources.model import SourcePlan
 from runner.spec.model import PipelineSpec, Source
 from runner.spec.secrets import resolve
+from runner.table.meta import COMMIT_TIME
 
 FILE_FORMATS = ("parquet", "csv", "json", "orc")
-
-
-@dataclass
-class SourcePlan:
-    source: Source
-    since: Any = None  # the checkpoint this read starts after (None: the beginning)
-    until: Any = None  # the checkpoint to record once this read is committed
-    paths: list[str] | None = None  # exactly these files (None: the source's path)
-    base_path: str | None = None  # the directory partition discovery starts from
-    instants: list[str] | None = None  # a Delta source: only rows of these commits
-    nothing_new: bool = False
-    details: dict[str, Any] = field(default_factory=dict)  # for the run summary
-
-    @property
-    def where(self) -> str:
-        return f"source '{self.source.name}'"
-
-    def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"format": self.source.format, **self.details}
-        if self.source.incremental:
-            out.update(since=self.since, until=self.until, nothing_new=self.nothing_new)
-        return out
 
 
 def plan_sources(
@@ -71,40 +51,58 @@ def nothing_new(plans: list[SourcePlan]) -> bool:
 
 
 def _plan(source: Source, since: Any, skip: frozenset[str]) -> SourcePlan:
-    plan = SourcePlan(source, since=since)
+    where = f"source '{source.name}'"
     mode = source.incremental.mode if source.incremental else None
     if source.format in FILE_FORMATS and mode == "new_files":
-        start = FileCheckpoint.from_json(since, plan.where)
-        found = list_new_files(resolve(source.path, where=plan.where), start)
-        plan.since = start.to_json() if start else None
-        # skipped files stay under the checkpoint: they are passed, not read again
-        plan.paths, plan.base_path = [p for p in found.paths if p not in skip], found.root
-        plan.until = found.until.to_json() if found.until else None
-        plan.nothing_new = not found.paths
-        plan.details = {"files": len(found.paths), "bytes": found.bytes}
-    elif source.format in FILE_FORMATS and skip:
-        # Spark lists the path itself, unless some of its files must be left out
-        found = list_new_files(resolve(source.path, where=plan.where), None)
-        kept = [p for p in found.paths if p not in skip]
-        if len(kept) < len(found.paths):
-            plan.paths, plan.base_path = kept, found.root
-    elif source.format == "delta":
-        read = plan_delta_read(
-            resolve(source.path, where=plan.where), since, bool(source.incremental), plan.where
+        start = FileCheckpoint.from_json(since, where)
+        found = list_new_files(resolve(source.path, where=where), start)
+        return SourcePlan(
+            source,
+            since=start.to_json() if start else None,
+            until=found.until.to_json() if found.until else None,
+            # skipped files stay under the checkpoint: they are passed, not read again
+            paths=tuple(p for p in found.paths if p not in skip),
+            base_path=found.root,
+            nothing_new=not found.paths,
+            details={"files": len(found.paths), "bytes": found.bytes},
         )
-        plan.paths, plan.instants = read.paths, read.instants
-        plan.details = {
-            "version": read.version,
-            "files": len(read.paths),
-            "files_skipped": read.files_total - len(read.paths),
-            "bytes": read.bytes,
-        }
+    if source.format in FILE_FORMATS and skip:
+        # Spark lists the path itself, unless some of its files must be left out
+        found = list_new_files(resolve(source.path, where=where), None)
+        kept = tuple(p for p in found.paths if p not in skip)
+        if len(kept) < len(found.paths):
+            return SourcePlan(source, since=since, paths=kept, base_path=found.root)
+    if source.format == "delta":
+        read = plan_delta_read(
+            resolve(source.path, where=where), since, bool(source.incremental), where
+        )
+        nothing = bool(source.incremental) and read.instants is not None and not read.instants
+        until = None
         if source.incremental:
-            plan.until = {"version": read.version}
-            plan.nothing_new = read.instants is not None and not read.instants
-            if plan.nothing_new:
-                plan.until = since if isinstance(since, dict) else {"version": read.version}
-    return plan
+            until = {"version": read.version}
+            if nothing and isinstance(since, dict):
+                until = since
+        return SourcePlan(
+            source,
+            since=since,
+            until=until,
+            paths=tuple(read.paths),
+            instants=tuple(read.instants) if read.instants is not None else None,
+            nothing_new=nothing,
+            details={
+                "version": read.version,
+                "files": len(read.paths),
+                "files_skipped": read.files_total - len(read.paths),
+                "bytes": read.bytes,
+            },
+        )
+    return SourcePlan(source, since=since)
+
+
+def plan_database_reads(spark: SparkSession, plans: list[SourcePlan]) -> list[SourcePlan]:
+    """The plans with each JDBC source's bounds asked of its database (which needs Spark,
+    for the driver jar): what it reads is fixed before it is read, twice if need be."""
+    return [jdbc.plan_jdbc(spark, p) if p.source.format == "jdbc" else p for p in plans]
 
 
 @dataclass(frozen=True)
@@ -164,7 +162,7 @@ def read_source(spark: SparkSession, plan: SourcePlan) -> DataFrame:
     return frame
 
 
-def _load(reader, plan: SourcePlan) -> DataFrame:
+def _load(reader: DataFrameReader, plan: SourcePlan) -> DataFrame:
     source = plan.source
     path = resolve(source.path, where=plan.where)
     try:
@@ -185,7 +183,7 @@ def spark_path(path: str) -> str:
     return re.sub(r"([\\\[\]{}*?])", r"\\\1", path)
 
 
-def _empty_like(reader, plan: SourcePlan, path: str) -> DataFrame:
+def _empty_like(reader: DataFrameReader, plan: SourcePlan, path: str) -> DataFrame:
     """No rows, with the source's columns: from its declared schema, or from the last file
     it read (inferring from the whole directory would re-scan it, or fail when empty)."""
     if plan.source.schema:
@@ -209,7 +207,7 @@ def _read_delta(spark: SparkSession, plan: SourcePlan) -> DataFrame:
         return spark.createDataFrame([], from_arrow_schema(pa.schema(table.schema().to_arrow())))
     frame = spark.read.parquet(*[spark_path(p) for p in plan.paths])
     if plan.instants is not None:
-        frame = frame.where(F.col(COMMIT_TIME).isin(plan.instants))
+        frame = frame.where(F.col(COMMIT_TIME).isin(list(plan.instants)))
     return frame
 
 

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from runner.spec.keygen_types import HUDI_CLASSES, HUDI_PACKAGE, HUDI_TYPES
+
 RECORD_KEY = "hoodie.datasource.write.recordkey.field"
 PARTITION_PATH = "hoodie.datasource.write.partitionpath.field"
 KEYGEN_CLASS = "hoodie.datasource.write.keygenerator.class"
@@ -41,35 +43,6 @@ TIMEBASED_KEYS = {
     "timezone": "timezone",
 }
 
-_PKG = "org.apache.hudi.keygen."
-KEYGEN_CLASSES = {
-    f"{_PKG}SimpleKeyGenerator": "SIMPLE",
-    f"{_PKG}SimpleAvroKeyGenerator": "SIMPLE",
-    f"{_PKG}ComplexKeyGenerator": "COMPLEX",
-    f"{_PKG}ComplexAvroKeyGenerator": "COMPLEX",
-    f"{_PKG}CustomKeyGenerator": "CUSTOM",
-    f"{_PKG}CustomAvroKeyGenerator": "CUSTOM",
-    f"{_PKG}TimestampBasedKeyGenerator": "TIMESTAMP",
-    f"{_PKG}TimestampBasedAvroKeyGenerator": "TIMESTAMP",
-    f"{_PKG}NonpartitionedKeyGenerator": "NON_PARTITIONED",
-    f"{_PKG}NonpartitionedAvroKeyGenerator": "NON_PARTITIONED",
-    f"{_PKG}GlobalDeleteKeyGenerator": "GLOBAL_DELETE",
-    f"{_PKG}GlobalAvroDeleteKeyGenerator": "GLOBAL_DELETE",
-}
-KEYGEN_TYPES = {
-    "SIMPLE": "SIMPLE",
-    "SIMPLE_AVRO": "SIMPLE",
-    "COMPLEX": "COMPLEX",
-    "COMPLEX_AVRO": "COMPLEX",
-    "TIMESTAMP": "TIMESTAMP",
-    "TIMESTAMP_AVRO": "TIMESTAMP",
-    "CUSTOM": "CUSTOM",
-    "CUSTOM_AVRO": "CUSTOM",
-    "NON_PARTITION": "NON_PARTITIONED",
-    "NON_PARTITION_AVRO": "NON_PARTITIONED",
-    "GLOBAL_DELETE": "GLOBAL_DELETE",
-    "GLOBAL_DELETE_AVRO": "GLOBAL_DELETE",
-}
 USER_CLASS_RE = re.compile(
     r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
 )
@@ -152,8 +125,8 @@ def from_properties(
     kind: Sourced | None = None
     cls = text(KEYGEN_CLASS)
     if cls is not None:
-        if cls in KEYGEN_CLASSES:
-            kind = Sourced(("type", KEYGEN_CLASSES[cls]), KEYGEN_CLASS)
+        if cls in HUDI_CLASSES:
+            kind = Sourced(("type", HUDI_CLASSES[cls]), KEYGEN_CLASS)
         elif USER_CLASS_RE.match(cls):
             kind = Sourced(("class", cls), KEYGEN_CLASS)
         else:
@@ -161,15 +134,15 @@ def from_properties(
                 (
                     KEYGEN_CLASS,
                     f"unknown key generator class {cls!r}: runner implements Hudi's "
-                    f"{', '.join(sorted({c.removeprefix(_PKG) for c in KEYGEN_CLASSES}))}; "
+                    f"{', '.join(sorted({c.removeprefix(HUDI_PACKAGE) for c in HUDI_CLASSES}))}; "
                     "name your own as package.module:ClassName",
                 )
             )
     typ = text(KEYGEN_TYPE)
     if typ is not None:
-        mapped = KEYGEN_TYPES.get(typ.upper())
+        mapped = HUDI_TYPES.get(typ.upper())
         if mapped is None:
-            problems.append((KEYGEN_TYPE, f"{typ!r} is not one of: {', '.join(KEYGEN_TYPES)}"))
+            problems.append((KEYGEN_TYPE, f"{typ!r} is not one of: {', '.join(HUDI_TYPES)}"))
         elif kind is not None and kind.value != ("type", mapped):
             problems.append(
                 (KEYGEN_TYPE, f"{typ} contradicts {KEYGEN_CLASS}={cls}; give one of them")

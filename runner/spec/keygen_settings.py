@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from runner.spec import hudi_props
+from runner.spec.keygen_types import KEY_GENERATORS
 from runner.spec.model import KeyGenSpec, TimestampSpec
 from runner.spec.timebased import (
     STRING_TYPES,
@@ -30,8 +31,6 @@ KG: Path_ = ("key_generator",)
 PROPS: Path_ = (*KG, "properties")
 TS: Path_ = (*KG, "timestamp")
 USER_CLASS = "CLASS"
-# Generators that write no partition path.
-_UNPARTITIONED = ("NON_PARTITIONED", "GLOBAL_DELETE")
 CUSTOM_PART_TYPES = ("SIMPLE", "TIMESTAMP")
 
 
@@ -157,9 +156,12 @@ def resolve_key_generator(target: Mapping[str, Any], report: Report) -> KeyGenSp
         at = pf_at or (*KG, "partition_fields")
         return (*at, i) if listed else at
 
-    names, part_types = parts, ()
-    if kg_type == "CUSTOM":
-        names, types = [], []
+    described = KEY_GENERATORS.get(kg_type)
+    names: tuple[str, ...] = parts
+    part_types: tuple[str, ...] = ()
+    if described and described.partition_fields == "typed":
+        custom_names: list[str] = []
+        types: list[str] = []
         for i, part in enumerate(parts):
             pieces = part.split(":")
             if len(pieces) != 2 or not pieces[0].strip():
@@ -175,10 +177,10 @@ def resolve_key_generator(target: Mapping[str, Any], report: Report) -> KeyGenSp
                     part_at(i),
                     f"{part!r}: part type {pieces[1]!r} is not SIMPLE or TIMESTAMP",
                 )
-            names.append(name)
+            custom_names.append(name)
             types.append(part_type)
-        names, part_types = tuple(names), tuple(types)
-    elif kg_type != USER_CLASS:
+        names, part_types = tuple(custom_names), tuple(types)
+    elif described:
         for i, part in enumerate(parts):
             if ":" in part:
                 problem(
@@ -189,20 +191,19 @@ def resolve_key_generator(target: Mapping[str, Any], report: Report) -> KeyGenSp
 
     rk_path = rk_at or ("record_key",)
     pf_path = pf_at or (*KG, "partition_fields")
-    if kg_type in ("SIMPLE", "TIMESTAMP"):
-        if len(record_key) > 1:
-            problem(
-                rk_path,
-                f"key generator {kg_type} takes one record key field, got {len(record_key)}; "
-                "use type: COMPLEX for several",
-            )
-        if len(parts) != 1:
-            problem(
-                pf_path,
-                f"key generator {kg_type} takes exactly one partition field, got "
-                f"{len(parts)}; use COMPLEX or CUSTOM for several, NON_PARTITIONED for none",
-            )
-    if kg_type in _UNPARTITIONED and parts:
+    if described and described.one_key_field and len(record_key) > 1:
+        problem(
+            rk_path,
+            f"key generator {kg_type} takes one record key field, got {len(record_key)}; "
+            "use type: COMPLEX for several",
+        )
+    if described and described.partition_fields == "one" and len(parts) != 1:
+        problem(
+            pf_path,
+            f"key generator {kg_type} takes exactly one partition field, got "
+            f"{len(parts)}; use COMPLEX or CUSTOM for several, NON_PARTITIONED for none",
+        )
+    if described and described.partition_fields == "none" and parts:
         if pf_at and pf_at[:2] == PROPS:
             names = ()  # Hudi ignores the partition path property for these generators
         else:
@@ -212,7 +213,7 @@ def resolve_key_generator(target: Mapping[str, Any], report: Report) -> KeyGenSp
                 "remove partition_fields or use SIMPLE, COMPLEX or CUSTOM",
             )
 
-    uses_timestamp = kg_type == "TIMESTAMP" or "TIMESTAMP" in part_types
+    uses_timestamp = bool(described and described.timestamp) or "TIMESTAMP" in part_types
     has_timestamp = merge.has_timestamp_settings()
     timestamp = None
     if uses_timestamp or (kg_type == USER_CLASS and has_timestamp):
@@ -221,7 +222,7 @@ def resolve_key_generator(target: Mapping[str, Any], report: Report) -> KeyGenSp
         problem(
             TS if merge.has_timestamp else PROPS,
             "timestamp settings are unused: no partition field is field:TIMESTAMP"
-            if kg_type == "CUSTOM"
+            if described and described.partition_fields == "typed"
             else "timestamp settings apply to TIMESTAMP, to CUSTOM with a field:TIMESTAMP "
             f"part, or to a user class; this key generator is {kg_type}: remove them or "
             "change the type",

@@ -9,7 +9,8 @@ from __future__ import annotations
 import difflib
 import json
 import os
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from dataclasses import dataclass, fields, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -228,8 +229,8 @@ def _semantic_problems(doc: _Located, file: str) -> list[SpecProblem]:
                     "the bucket index hashes a subset of the record key",
                 )
 
-    operation = target.get("operation", "upsert")
-    merge_mode = target.get("merge_mode", "event_time")
+    operation = target.get("operation", _default(Target, "operation"))
+    merge_mode = target.get("merge_mode", _default(Target, "merge_mode"))
     if operation == "upsert" and merge_mode == "event_time" and "precombine_field" not in target:
         problem(
             ("target", "precombine_field"),
@@ -313,7 +314,7 @@ def _source_problem(src: dict[str, Any]) -> tuple[Path_, str] | None:
     return None
 
 
-def _strings_with_paths(value: Any, path: Path_):
+def _strings_with_paths(value: Any, path: Path_) -> Iterator[tuple[Path_, str]]:
     if isinstance(value, str):
         yield path, value
     elif isinstance(value, dict):
@@ -346,8 +347,8 @@ def _build(data: dict[str, Any], file: Path) -> PipelineSpec:
         description=data.get("description"),
         file=str(file),
         spark=SparkSettings(
-            master=spark.get("master"),
             conf={k: _conf_str(v) for k, v in spark.get("conf", {}).items()},
+            **_given(spark, "master"),
         ),
         sources=tuple(
             Source(
@@ -358,8 +359,7 @@ def _build(data: dict[str, Any], file: Path) -> PipelineSpec:
                 options={k: _conf_str(v) for k, v in s.get("options", {}).items()},
                 incremental=_incremental(s.get("incremental")),
                 jdbc=_jdbc(s.get("jdbc"), base),
-                on_bad_file=s.get("on_bad_file", "fail"),
-                on_bad_record=s.get("on_bad_record", "fail"),
+                **_given(s, "on_bad_file", "on_bad_record"),
             )
             for s in data["sources"]
         ),
@@ -367,18 +367,16 @@ def _build(data: dict[str, Any], file: Path) -> PipelineSpec:
         expectations=tuple(Expectation(**e) for e in data.get("expectations", [])),
         target=Target(
             path=_resolve(target["path"], base),
-            operation=target.get("operation", "upsert"),
-            table_type=target.get("table_type", "COPY_ON_WRITE"),
             precombine_field=target.get("precombine_field"),
-            merge_mode=target.get("merge_mode", "event_time"),
             delete_marker=target.get("delete_marker"),
-            filter_dupes=target.get("filter_dupes", False),
             cleaning=CleaningSpec(**target.get("cleaning", {})),
-            commit_retries=target.get("commit_retries", 3),
+            **_given(
+                target, "operation", "table_type", "merge_mode", "filter_dupes", "commit_retries"
+            ),
             quarantine=_quarantine(target.get("quarantine"), base),
             key_generator=keygen,
             index=IndexSpec(
-                type=index.get("type", "BUCKET_HASH_INDEX"),
+                **_given(index, "type"),
                 buckets=index["buckets"],
                 hash_fields=field_list(index.get("hash_fields")) or keygen.record_key,
                 expansion=ExpansionSpec(**index.get("expansion", {})),
@@ -390,8 +388,10 @@ def _build(data: dict[str, Any], file: Path) -> PipelineSpec:
 
 def _kubernetes(block: dict[str, Any]) -> KubernetesSpec:
     defaults = KubernetesSpec()
-    plain = ("namespace", "service_account", "secret", "restart_policy", "retries")
-    plain += ("retry_interval_seconds",)
+    plain = (
+        *("namespace", "service_account", "secret", "restart_policy", "retries"),
+        "retry_interval_seconds",
+    )
     return KubernetesSpec(
         **{key: block[key] for key in plain if key in block},
         driver=replace(defaults.driver, **block.get("driver", {})),
@@ -420,9 +420,17 @@ def _jdbc(value: dict[str, Any] | None, base: Path) -> JdbcSpec | None:
 def _quarantine(data: dict[str, Any] | None, base: Path) -> QuarantineSpec | None:
     if data is None:
         return None
-    return QuarantineSpec(
-        path=_resolve(data["path"], base), max_fraction=data.get("max_fraction", 0.01)
-    )
+    return QuarantineSpec(path=_resolve(data["path"], base), **_given(data, "max_fraction"))
+
+
+def _given(block: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """The keys the spec sets; the model's defaults (runner.spec.model) fill in the rest."""
+    return {key: block[key] for key in keys if key in block}
+
+
+def _default(model: type, name: str) -> Any:
+    """A field's default in the model, for the checks that run before the model is built."""
+    return next(f.default for f in fields(model) if f.name == name)
 
 
 def _unreachable(path: Path_, message: str) -> None:

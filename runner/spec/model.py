@@ -1,4 +1,8 @@
-"""The spec as frozen dataclasses: everything downstream reads these, never raw dicts."""
+"""The spec as frozen dataclasses: everything downstream reads these, never raw dicts.
+
+Every default of the spec is declared here, once; the JSON Schema shows the same ones to
+editors, and tests/unit/test_spec_model.py holds the two together, vocabularies included.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +10,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+# The closed vocabularies of the spec, checked by mypy wherever they are compared.
+Operation = Literal["upsert", "insert", "bulk_insert", "delete"]
+TableType = Literal["COPY_ON_WRITE"]
+MergeMode = Literal["event_time", "commit_time"]
+RowAction = Literal["fail", "quarantine", "drop"]  # an expectation's, a malformed record's
 OnBadFile = Literal["fail", "skip"]
-OnBadRecord = Literal["fail", "quarantine", "drop"]
+OnBadRecord = RowAction
+IncrementalMode = Literal["new_files", "since_last", "column"]
+ExpansionPolicy = Literal["multiple_rehash", "overwrite", "none"]
+RestartPolicy = Literal["Never", "OnFailure", "Always"]
 
 
 @dataclass(frozen=True)
 class SparkSettings:
-    master: str | None = None
+    master: str = "local[*]"  # a local run's; under spark-submit its --master wins
     conf: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Incremental:
-    mode: str  # new_files | since_last | column
+    mode: IncrementalMode
     column: str | None = None  # mode column: the column whose largest value is the checkpoint
 
 
@@ -89,7 +101,7 @@ class KeyGenSpec:
 
 @dataclass(frozen=True)
 class ExpansionSpec:
-    policy: str = "multiple_rehash"  # multiple_rehash | overwrite | none
+    policy: ExpansionPolicy = "multiple_rehash"
     factor: int = 2
     max_bucket_bytes: int | None = None  # expand automatically past this (None: never)
 
@@ -119,18 +131,18 @@ class QuarantineSpec:
 class Expectation:
     name: str
     sql: str  # a boolean Spark SQL expression; true means the row meets the rule
-    action: str = "fail"  # fail | quarantine | drop
+    action: RowAction = "fail"
 
 
 @dataclass(frozen=True)
 class Target:
     path: str
-    operation: str
     key_generator: KeyGenSpec
     index: IndexSpec
-    table_type: str = "COPY_ON_WRITE"
+    operation: Operation = "upsert"
+    table_type: TableType = "COPY_ON_WRITE"
     precombine_field: str | None = None
-    merge_mode: str = "event_time"
+    merge_mode: MergeMode = "event_time"
     delete_marker: str | None = None
     filter_dupes: bool = False
     cleaning: CleaningSpec = field(default_factory=CleaningSpec)
@@ -160,7 +172,7 @@ class KubernetesSpec:
     executor: PodResources = field(
         default_factory=lambda: PodResources(cores=1, memory="2g", instances=2)
     )
-    restart_policy: str = "OnFailure"  # Never | OnFailure | Always
+    restart_policy: RestartPolicy = "OnFailure"
     retries: int = 3
     retry_interval_seconds: int = 60
     spark_conf: Mapping[str, str] = field(default_factory=dict)

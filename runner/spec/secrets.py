@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from runner.errors import UserError
@@ -72,7 +72,7 @@ def scrub(text: str) -> str:
     return text
 
 
-def _strings(value: Any):
+def _strings(value: Any) -> Iterator[str]:
     if isinstance(value, str):
         yield value
     elif isinstance(value, Mapping):
@@ -83,7 +83,7 @@ def _strings(value: Any):
             yield from _strings(item)
 
 
-def _map_strings(value: Any, fn) -> Any:
+def _map_strings(value: Any, fn: Callable[[str], str]) -> Any:
     if isinstance(value, str):
         return fn(value)
     if isinstance(value, Mapping):

@@ -276,7 +276,10 @@ def has_offset(pattern: str) -> bool:
     return any(t.letter == "Z" for t in _tokens(pattern))
 
 
+DEFAULT_FORMATS_DELIMITER = ","  # Hudi's input.dateformat.list.delimiter.regex default
+
+
 def split_formats(value: str, delimiter_regex: str | None) -> tuple[str, ...]:
     """Hudi's input.dateformat list: split on the (trimmed) regex, default ',', trim each."""
-    regex = (delimiter_regex or "").strip() or ","
+    regex = (delimiter_regex or "").strip() or DEFAULT_FORMATS_DELIMITER
     return tuple(f.strip() for f in re.split(regex, value) if f.strip())

@@ -14,7 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-RECORD_KEY = "_record_key"
+from runner.table.meta import RECORD_KEY
+
 DELETE = "__runner_delete"
 
 
@@ -36,13 +37,14 @@ class BucketMerge:
 def stored_key_columns(settings: MergeSettings) -> list[str]:
     """The stored file columns the decision needs (a cheap, column-pruned first read)."""
     needs_order = settings.operation == "upsert" and settings.event_time
-    return [RECORD_KEY, *([settings.precombine_field] if needs_order else [])]
+    ordering = settings.precombine_field if needs_order else None
+    return [RECORD_KEY, *([ordering] if ordering else [])]
 
 
 def summarize_stored(stored: pa.Table, settings: MergeSettings) -> pa.Table:
     """Per stored key: its row count and, for event_time upserts, its greatest precombine."""
     aggregations = [(RECORD_KEY, "count")]
-    if len(stored_key_columns(settings)) == 2:
+    if settings.precombine_field and len(stored_key_columns(settings)) == 2:
         aggregations.append((settings.precombine_field, "max"))
     return stored.group_by(RECORD_KEY).aggregate(aggregations)
 

@@ -9,6 +9,7 @@ commit, so re-running that batch does not quarantine its rows twice.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pyarrow as pa
 import structlog
@@ -21,7 +22,9 @@ from runner.table.storage import storage_options
 log = structlog.get_logger(__name__)
 
 
-def append_quarantine(path: str, rows: pa.Table, metadata: dict, app_id: str | None) -> bool:
+def append_quarantine(
+    path: str, rows: pa.Table, metadata: dict[str, Any], app_id: str | None
+) -> bool:
     """Append `rows`; False when `app_id` already committed to this table (nothing written)."""
     options = storage_options(path)
     try:

@@ -11,7 +11,7 @@ Rows are copied as they are: only `_bucket` changes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote, urlparse
 
@@ -23,14 +23,13 @@ import pyarrow.parquet as pq
 from runner import faults
 from runner.errors import RunnerError
 from runner.index.naming import data_file_name
+from runner.table.meta import BUCKET, PARTITION_PATH
+from runner.table.snapshot import Group
 from runner.table.storage import TableLocation
 from runner.table.writer import BucketFile, conform, split_groups
 
-Group = tuple[str, int]
 SOURCE_FILE = "__runner_source_file"
 ROW_INDEX = "__runner_row_index"
-PARTITION_PATH = "_partition_path"
-BUCKET = "_bucket"
 
 REGROUP_RESULT_SCHEMA = pa.schema(
     [
@@ -47,7 +46,14 @@ REGROUP_RESULT_SCHEMA = pa.schema(
 class _Outputs:
     """The open new-bucket files of a task, and the result row of each closed one."""
 
-    def __init__(self, table: TableLocation, instant: str, schema: pa.Schema, file_ids, fault):
+    def __init__(
+        self,
+        table: TableLocation,
+        instant: str,
+        schema: pa.Schema,
+        file_ids: Mapping[Group, str],
+        fault: str | None,
+    ):
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
@@ -102,7 +108,7 @@ class RehashJob:
     files: dict[str, str]
     fault: str | None = None
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         out = _Outputs(self.table, self.instant, self.file_schema, self.file_ids, self.fault)
         current: str | None = None
         pieces: list[pa.RecordBatch] = []
@@ -123,7 +129,9 @@ class RehashJob:
         if current is not None:
             yield from self._split_file(out, current, pieces)
 
-    def _split_file(self, out: _Outputs, spark_path: str, pieces) -> Iterator[pa.RecordBatch]:
+    def _split_file(
+        self, out: _Outputs, spark_path: str, pieces: list[pa.RecordBatch]
+    ) -> Iterator[pa.RecordBatch]:
         local = unquote(urlparse(spark_path).path)
         if local not in self.files:
             raise RunnerError(f"Spark read {spark_path}, which is not a file of this expansion")
@@ -159,7 +167,7 @@ class RegroupJob:
     file_ids: dict[Group, str]
     fault: str | None = None
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         out = _Outputs(self.table, self.instant, self.file_schema, self.file_ids, self.fault)
         current: Group | None = None
         for batch in batches:

@@ -13,15 +13,7 @@ import pyarrow as pa
 from deltalake import Schema as DeltaSchema
 
 from runner.errors import SchemaChangeError
-
-META_FIELDS = (
-    pa.field("_commit_time", pa.string()),
-    pa.field("_commit_seqno", pa.string()),
-    pa.field("_record_key", pa.string()),
-    pa.field("_partition_path", pa.string()),
-    pa.field("_bucket", pa.int32()),
-)
-META_COLUMNS = tuple(f.name for f in META_FIELDS)
+from runner.table.meta import META_COLUMNS, META_FIELDS
 
 
 @dataclass(frozen=True)

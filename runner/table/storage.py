@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
@@ -84,7 +85,7 @@ class TableLocation:
 
     def _s3(self) -> pafs.S3FileSystem:
         s = self.settings
-        options: dict = {"region": s.get("AWS_REGION")}
+        options: dict[str, Any] = {"region": s.get("AWS_REGION")}
         if s.get("AWS_ACCESS_KEY_ID"):
             options.update(
                 access_key=s["AWS_ACCESS_KEY_ID"],

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -28,11 +28,13 @@ from runner.table.bucket_merge import (
     stored_key_columns,
     summarize_stored,
 )
+from runner.table.meta import BUCKET, COMMIT_SEQNO, PARTITION_PATH, RECORD_KEY
+from runner.table.snapshot import Group
 from runner.table.storage import TableLocation
 
 ACTION = "__runner_action"
 # Distinct in every row: a dictionary page would only be built and thrown away.
-_UNIQUE_COLUMNS = ("_commit_seqno", "_record_key")
+_UNIQUE_COLUMNS = (COMMIT_SEQNO, RECORD_KEY)
 # Counted per bucket and summed into the run summary.
 COUNTED_ACTIONS = ("insert", "update", "deleted", "duplicate", "stale", "delete_missing")
 
@@ -59,7 +61,7 @@ def _stat_value(value: object, typ: pa.DataType, upper: bool) -> object | None:
     if pa.types.is_integer(typ) or pa.types.is_string(typ) or pa.types.is_large_string(typ):
         return value
     if pa.types.is_date32(typ):
-        return value.isoformat()  # type: ignore[attr-defined]
+        return str(value.isoformat())  # type: ignore[attr-defined]
     if pa.types.is_timestamp(typ):
         ts: dt.datetime = value  # type: ignore[assignment]
         # Delta stats have millisecond precision: round the max up so pruning stays safe.
@@ -95,9 +97,13 @@ class _Stats:
             lo, hi = mm["min"].as_py(), mm["max"].as_py()
             if lo is None:
                 continue
-            if f.name not in self.mins or lo < self.mins[f.name]:  # type: ignore[operator]
+            if f.name not in self.mins or lo < self.mins[f.name]:
                 self.mins[f.name] = lo
-            if f.name not in self.maxs or hi > self.maxs[f.name]:  # type: ignore[operator]
+            if pa.types.is_floating(f.type) and pc.any(pc.is_nan(column)).as_py():
+                # min_max skips NaN, which sorts above every number: the file gets no bounds
+                # (NaN stays the max, as no comparison with it is true)
+                self.maxs[f.name] = math.nan
+            elif f.name not in self.maxs or hi > self.maxs[f.name]:
                 self.maxs[f.name] = hi
 
     def to_json(self) -> str:
@@ -129,7 +135,7 @@ class WriteJob:
     merge: MergeSettings
     fault: str | None = None  # RUNNER_FAULT of the driver, for crash tests
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
@@ -137,7 +143,8 @@ class WriteJob:
         token = f"{partition}-{ctx.stageId()}-{ctx.attemptNumber()}" if ctx else "0-0-0"
         fs, root = self.table.filesystem()
         seqno = _SeqNo(self.instant, partition)
-        group, parts = None, []
+        group: Group | None = None
+        parts: list[pa.Table] = []
         for batch in batches:
             if batch.num_rows == 0:
                 continue
@@ -150,7 +157,16 @@ class WriteJob:
         if parts:
             yield self._write_bucket(fs, root, token, seqno, group, parts)
 
-    def _write_bucket(self, fs, root, token, seqno, group, parts) -> pa.RecordBatch:
+    def _write_bucket(
+        self,
+        fs: pafs.FileSystem,
+        root: str,
+        token: str,
+        seqno: _SeqNo,
+        group: Group | None,
+        parts: list[pa.Table],
+    ) -> pa.RecordBatch:
+        assert group is not None, "a bucket's rows come with its group"
         incoming = pa.concat_tables(parts)
         counts = dict.fromkeys(COUNTED_ACTIONS, 0)
         actions = incoming.column(ACTION)
@@ -181,15 +197,13 @@ class WriteJob:
                 kept = pa.Table.from_batches([batch])
                 if len(decision.drop_keys):
                     kept = kept.filter(
-                        pc.invert(pc.is_in(kept.column("_record_key"), decision.drop_keys))
+                        pc.invert(pc.is_in(kept.column(RECORD_KEY), decision.drop_keys))
                     )
                 out.write(conform(kept, self.file_schema))
         new = decision.write
-        seq_index = new.schema.get_field_index("_commit_seqno")
+        seq_index = new.schema.get_field_index(COMMIT_SEQNO)
         out.write(
-            conform(
-                new.set_column(seq_index, "_commit_seqno", seqno.take(len(new))), self.file_schema
-            )
+            conform(new.set_column(seq_index, COMMIT_SEQNO, seqno.take(len(new))), self.file_schema)
         )
         closed = out.close()
         faults.maybe_fail("after_bucket_file", self.fault or "")
@@ -222,10 +236,10 @@ class _SeqNo:
 
 
 def split_groups(
-    table: pa.Table, bucket_column: str = "_bucket"
+    table: pa.Table, bucket_column: str = BUCKET
 ) -> Iterator[tuple[tuple[str, int], pa.Table]]:
     """Contiguous runs of equal (partition path, bucket) in a sorted table."""
-    pp = table.column("_partition_path")
+    pp = table.column(PARTITION_PATH)
     bucket = table.column(bucket_column)
     keys = pc.binary_join_element_wise(pp, pc.cast(bucket, pa.string()), "\x00")
     ends = pc.run_end_encode(keys.combine_chunks()).run_ends.to_pylist()

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from deltalake import write_deltalake
 
-from runner.ops.run import run_pipeline
+from runner.commands.run import run_pipeline
 from runner.spec import load_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]

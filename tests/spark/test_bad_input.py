@@ -16,8 +16,8 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 
+from runner.commands.run import run_pipeline
 from runner.errors import BadRecordsError, UnreadableFileError
-from runner.ops.run import run_pipeline
 from runner.sources.bad_input import reading
 from runner.spec import load_spec
 from tests.helpers import read_table
@@ -197,7 +197,7 @@ def test_a_file_gone_between_listing_and_reading_is_named(spark, tmp_path):
         frame.count()
 
     assert failed.value.path == f"{tmp_path}/in/a.json"
-    assert failed.value.source is not None and failed.value.source.name == "src"
+    assert failed.value.source == "src" and not failed.value.skippable
     assert "does not exist" in failed.value.reason
 
 

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from deltalake import write_deltalake
 
-from runner.ops.clean import clean_table
-from runner.ops.run import run_pipeline
+from runner.commands.clean import clean_table
+from runner.commands.run import run_pipeline
 from runner.spec import load_spec
 from tests.helpers import live_paths, read_table, write_batch, write_spec
 

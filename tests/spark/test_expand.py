@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from deltalake import DeltaTable
 
+from runner.commands.expand import expand_table, expansion_frame, plan_expansion
+from runner.commands.run import run_pipeline
 from runner.errors import CommitConflictError, UserError
 from runner.index.naming import parse_data_file_name
-from runner.ops.expand import expand_table, expansion_frame, plan_expansion
-from runner.ops.run import run_pipeline
 from runner.spec import load_spec
 from runner.table.commit import commit_files
 from runner.table.snapshot import open_table

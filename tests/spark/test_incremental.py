@@ -18,11 +18,13 @@ from click.testing import CliRunner
 from deltalake import DeltaTable
 
 from runner.cli import cli
+from runner.commands.expand import expand_table
+from runner.commands.read import read_rows
+from runner.commands.run import run_pipeline
 from runner.errors import UserError
-from runner.ops.expand import expand_table
-from runner.ops.read import read_rows
-from runner.ops.run import run_pipeline
-from runner.sources.plan import SourcePlan, read_source
+from runner.sources.jdbc import plan_jdbc
+from runner.sources.model import SourcePlan
+from runner.sources.plan import read_source
 from runner.spec import load_spec
 from runner.spec.model import Incremental
 from tests.helpers import read_table
@@ -110,7 +112,7 @@ def test_new_files_are_ingested_exactly_once(spark, tmp_path):
     # checkpoint, which is still committed (with its origin)
     reset = run_pipeline(spec, spark=spark, ignore_checkpoint=True)
     assert reset.rows_read == 25
-    assert _commit_meta(tmp_path / "table")["checkpoint_origin"] == "--ignore-checkpoint"
+    assert _commit_meta(tmp_path / "table")["checkpoint_origin"] == "reset"
     pd.testing.assert_frame_equal(_table(tmp_path / "table"), reference, check_dtype=False)
 
     # a chosen start: files changed after that time only (b and c)
@@ -271,7 +273,7 @@ def test_jdbc_full_incremental_and_partitioned_reads(spark, tmp_path, postgres, 
             )
         ).sources[0]
     )
-    frame = read_source(spark, plan)
+    frame = read_source(spark, plan_jdbc(spark, plan))
     assert frame.rdd.getNumPartitions() == 3
     assert sorted(r.id for r in frame.collect()) == sorted(
         r[0] for r in postgres.query("SELECT id FROM orders")

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from runner.keygen.preview import preview_keys
+from runner.commands.keys import preview_keys
 from tests.helpers import keys_target
 from tests.reference import bucket_of
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from runner.commands.keys import preview_keys, target_from_properties
 from runner.keygen import build_key_generator
-from runner.keygen.preview import preview_keys, target_from_properties
 from tests.helpers import keys_target
 
 OLD = "hoodie.deltastreamer.keygen.timebased."
@@ -332,8 +332,8 @@ def test_a_table_remembers_its_timestamp_settings(spark, tmp_path):
     """Changing the output format of a TIMESTAMP table is refused: paths would move."""
     import pandas as pd
 
+    from runner.commands.run import run_pipeline
     from runner.errors import TableMismatchError
-    from runner.ops.run import run_pipeline
     from runner.spec import load_spec
     from tests.helpers import write_batch, write_spec
 

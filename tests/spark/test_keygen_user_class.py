@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
+from runner.commands.keys import preview_keys
 from runner.errors import UserError
-from runner.keygen.preview import preview_keys
 from tests.helpers import keys_target
 
 MODULE = '''

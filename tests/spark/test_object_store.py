@@ -20,10 +20,10 @@ from click.testing import CliRunner
 from deltalake import DeltaTable, write_deltalake
 
 from runner.cli import cli
+from runner.commands.clean import clean_table
+from runner.commands.expand import expand_table
+from runner.commands.run import run_pipeline
 from runner.errors import UserError
-from runner.ops.clean import clean_table
-from runner.ops.expand import expand_table
-from runner.ops.run import run_pipeline
 from runner.spec import load_spec
 from tests.helpers import write_batch, write_spec
 

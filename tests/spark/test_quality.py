@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from deltalake import DeltaTable
 
+from runner.commands.run import run_pipeline
 from runner.errors import BadRecordsError, UserError
-from runner.ops.run import run_pipeline
 from runner.spec import load_spec
 from tests.helpers import read_table, write_batch, write_spec
 

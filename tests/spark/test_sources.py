@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from runner.commands.run import run_pipeline
 from runner.errors import UserError
-from runner.ops.run import run_pipeline
 from runner.spec import load_spec
 from tests.helpers import read_table
 

@@ -8,10 +8,10 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
+from runner.commands.run import run_pipeline
 from runner.errors import BadRecordsError, SchemaChangeError, TableMismatchError, UserError
 from runner.faults import InjectedFault
 from runner.index.naming import FILE_NAME_RE
-from runner.ops.run import run_pipeline
 from runner.spec import load_spec
 from runner.table.reader import read_table as spark_read_table
 from tests.helpers import live_paths, log_actions, read_table, write_batch, write_spec

@@ -7,7 +7,7 @@ import random
 import pandas as pd
 import pytest
 
-from runner.ops.run import run_pipeline
+from runner.commands.run import run_pipeline
 from runner.spec import load_spec
 from runner.table.reader import read_table as spark_read_table
 from tests.helpers import read_table, write_batch, write_spec

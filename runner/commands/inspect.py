@@ -8,6 +8,8 @@ the mean, or whose buckets are all large, is a candidate for `runner expand`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from runner.errors import UserError
 from runner.index.layout import BucketLayout
 from runner.ops.summary import human_size
@@ -16,7 +18,7 @@ from runner.table.snapshot import open_table
 PLOTTED_PARTITIONS = 12
 
 
-def inspect_table(uri: str) -> dict:
+def inspect_table(uri: str) -> dict[str, Any]:
     snapshot = open_table(uri)
     if snapshot is None:
         raise UserError(f"no Delta table at {uri}")
@@ -65,7 +67,7 @@ def inspect_table(uri: str) -> dict:
     }
 
 
-def render_report(report: dict) -> str:
+def render_report(report: dict[str, Any]) -> str:
     lines = [
         f"{report['table']}  version {report['version']}  {report['rows']:,} rows  "
         f"{human_size(report['bytes'])} in {report['files']} file(s)",
@@ -89,7 +91,7 @@ def render_report(report: dict) -> str:
     return "\n".join(lines)
 
 
-def plot_report(report: dict, path: str) -> None:
+def plot_report(report: dict[str, Any], path: str) -> None:
     """A bar chart of bucket sizes, one panel per partition (the largest ones first)."""
     try:
         import matplotlib

@@ -15,6 +15,7 @@ import difflib
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import structlog
 from pyspark.sql import DataFrame, SparkSession
@@ -26,14 +27,14 @@ from runner.errors import RunnerError, UserError
 from runner.index.bucket import layout_bucket_column
 from runner.index.layout import PARTITION_BUCKETS, BucketLayout
 from runner.index.naming import new_file_id, new_instant
-from runner.ops.cleanup import remove_uncommitted
-from runner.ops.keys import BUCKET, PARTITION_PATH, RECORD_KEY
 from runner.ops.summary import human_size
+from runner.ops.uncommitted import remove_uncommitted
 from runner.session import spark_session
 from runner.spec.model import PipelineSpec, Target
 from runner.table.commit import NewFile
 from runner.table.config import check_table_settings
 from runner.table.layout_commit import commit_relayout, local_root
+from runner.table.meta import BUCKET, PARTITION_PATH, RECORD_KEY
 from runner.table.reader import read_files
 from runner.table.regroup_writer import (
     REGROUP_RESULT_SCHEMA,
@@ -91,7 +92,7 @@ class ExpansionPlan:
     def files(self) -> list[DataFile]:
         return [f for c in self.changes for f in c.files]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "table": self.table,
             "version": self.version,
@@ -154,9 +155,9 @@ class ExpandSummary:
     bytes_written: int = 0
     shuffle: bool = False
     seconds: float = 0.0
-    buckets_after: dict = field(default_factory=dict)
+    buckets_after: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def render(self) -> str:
@@ -250,7 +251,9 @@ def run_expansion(
     if plan.policy == "multiple_rehash":
         root = str(local_root(snapshot.uri)).rstrip("/")
         local_files = {f"{root}/{f.path}": f.path for f in files}
-        job = RehashJob(snapshot.location, summary.instant, schema, file_ids, local_files, fault)
+        job: RehashJob | RegroupJob = RehashJob(
+            snapshot.location, summary.instant, schema, file_ids, local_files, fault
+        )
     else:
         job = RegroupJob(snapshot.location, summary.instant, schema, file_ids, fault)
     read_conf = _whole_file_reads(max((f.size for f in files), default=0))
@@ -291,11 +294,11 @@ def run_expansion(
         remove_uncommitted(spark, snapshot.location, summary.instant)
         raise
     finally:
-        for key, value in saved.items():
-            if value is None:
+        for key, before in saved.items():
+            if before is None:
                 spark.conf.unset(key)
             else:
-                spark.conf.set(key, value)
+                spark.conf.set(key, before)
     summary.partitions = len(plan.changes)
     summary.rows = written_rows
     summary.files_read = len(files)
@@ -356,7 +359,7 @@ def buckets_over(snapshot: TableSnapshot, max_bytes: int) -> list[str]:
     return sorted({f.partition_path for f in snapshot.files() if f.size > max_bytes})
 
 
-def _layout_dict(layout: BucketLayout) -> dict:
+def _layout_dict(layout: BucketLayout) -> dict[str, Any]:
     return {"default": layout.default, "partitions": dict(layout.partitions)}
 
 
@@ -407,6 +410,7 @@ def expand_if_due(spark: SparkSession, spec: PipelineSpec) -> ExpandSummary | No
     snapshot = open_table(spec.target.path)
     if snapshot is None:
         return None
+    assert expansion.max_bucket_bytes, "automatic() said it is set"
     hot = buckets_over(snapshot, expansion.max_bucket_bytes)
     if not hot:
         return None

@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import sys
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -24,7 +25,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from runner.errors import UserError
-from runner.sources.delta import COMMIT_TIME
+from runner.table.meta import COMMIT_TIME
 from runner.table.storage import locate
 
 INSTANT_DIGITS = 17  # yyyyMMddHHmmssSSS
@@ -88,7 +89,7 @@ def _is_instant(value: str) -> bool:
     return value.isdigit() and len(value) == INSTANT_DIGITS
 
 
-def _may_hold(row: dict, since: str | None, until: str | None) -> bool:
+def _may_hold(row: dict[str, Any], since: str | None, until: str | None) -> bool:
     low, high = row.get(f"min.{COMMIT_TIME}"), row.get(f"max.{COMMIT_TIME}")
     if low is None or high is None:
         return True
@@ -107,11 +108,11 @@ def _as_of_version(table: DeltaTable, as_of: str) -> int:
         )
     for commit in table.history():  # newest first
         if _commit_instant(commit) <= as_of:
-            return commit["version"]
+            return int(commit["version"])
     raise UserError(f"--as-of {as_of}: the table has no commit at or before that instant")
 
 
-def _commit_instant(commit: dict) -> str:
+def _commit_instant(commit: dict[str, Any]) -> str:
     meta = commit.get("runner")
     if isinstance(meta, dict) and meta.get("instant"):
         return str(meta["instant"])

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import SparkSession
@@ -12,10 +13,11 @@ from pyspark.sql import functions as F
 
 from runner.errors import UserError
 from runner.index.layout import BucketLayout
-from runner.ops.keys import BUCKET, KEY_ERROR, PARTITION_PATH, RECORD_KEY, add_key_columns
+from runner.ops.keys import KEY_ERROR, add_key_columns
 from runner.spec import hudi_props
 from runner.spec.keygen_settings import field_list, resolve_key_generator
 from runner.spec.model import IndexSpec, Target
+from runner.table.meta import BUCKET, PARTITION_PATH, RECORD_KEY
 
 ORDER = "__runner_line"
 
@@ -26,7 +28,7 @@ def preview_keys(
     records: Path,
     schema: str | None = None,
     buckets: int | None = None,
-) -> Iterator[dict]:
+) -> Iterator[dict[str, Any]]:
     """One dict per JSON-lines record, in input order: its key, partition path and bucket,
     or the reason it cannot be keyed."""
     lines = [line for line in records.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -58,7 +60,7 @@ def preview_keys(
             }
 
 
-def render(results: Iterator[dict]) -> Iterator[str]:
+def render(results: Iterable[dict[str, Any]]) -> Iterator[str]:
     for result in results:
         yield json.dumps(result, ensure_ascii=False)
 

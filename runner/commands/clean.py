@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -43,7 +44,7 @@ class CleanSummary:
     not_runners: list[str] = field(default_factory=list)  # left alone: the runner did not write
     too_young: int = 0  # the runner's, unreferenced, younger than min_age_hours: kept
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def render(self) -> str:

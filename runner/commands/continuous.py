@@ -10,21 +10,30 @@ A round that fails ends the loop with its error, so a supervisor's restart polic
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import threading
 import time
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import click
 import structlog
 
-from runner.ops.run import run_pipeline
+from runner.commands.run import run_pipeline
+from runner.ops.summary import RunSummary
 from runner.spec.model import PipelineSpec
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 log = structlog.get_logger(__name__)
-KEPT_ROUNDS = 100  # the summaries --summary-json keeps, newest last
+
+
+@dataclass(frozen=True)
+class Rounds:
+    count: int
+    commits: int
 
 
 def run_continuously(
@@ -33,16 +42,16 @@ def run_continuously(
     console_progress: bool = False,
     checkpoint: tuple[str, ...] = (),
     ignore_checkpoint: bool = False,
-    summary_json: str | None = None,
-) -> None:
+    on_round: Callable[[int, RunSummary], None] = lambda _n, _summary: None,
+) -> Rounds:
+    """Rounds until SIGTERM or SIGINT; `on_round` gets each round's number and summary."""
     stop = threading.Event()
 
     def request_stop(signum: int, _frame: object) -> None:
         stop.set()  # only a flag: logging here could re-enter a write to stderr
 
-    rounds: list[dict] = []
     count = commits = 0
-    spark = None
+    spark: SparkSession | None = None
     while not stop.is_set():
         # PySpark puts its own SIGINT handler in when it starts: ours goes back every round.
         signal.signal(signal.SIGTERM, request_stop)
@@ -59,19 +68,16 @@ def run_continuously(
         spark = spark or _active_session()
         count += 1
         commits += summary.version is not None
-        rounds = [*rounds[-(KEPT_ROUNDS - 1) :], summary.to_dict()]
-        click.echo(f"round {count}: {summary.render()}")
-        if summary_json:
-            Path(summary_json).write_text(json.dumps(rounds, indent=2) + "\n")
+        on_round(count, summary)
         log.info("round_done", round=count, version=summary.version)
         stop.wait(max(0.0, interval_seconds - (time.monotonic() - started)))
     log.info("stopped", rounds=count, commits=commits)
-    click.echo(f"{spec.name}: stopped after {count} round(s), {commits} commit(s)")
     if spark is not None:
         spark.stop()
+    return Rounds(count, commits)
 
 
-def _active_session():
+def _active_session() -> SparkSession | None:
     if "pyspark.sql" not in sys.modules:  # every round so far had nothing new: no JVM yet
         return None
     from pyspark.sql import SparkSession

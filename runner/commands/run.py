@@ -8,29 +8,24 @@ fails before its commit leaves the table as it was and removes the files it wrot
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
 import structlog
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import BooleanType, StructType
 
 from runner import faults, logs
+from runner.commands.clean import clean_table
+from runner.commands.expand import check_automatic_expansion, expand_if_due
 from runner.errors import CommitConflictError, UnreadableFileError, UserError
 from runner.index.layout import BucketLayout
 from runner.index.naming import new_file_id, new_instant
-from runner.ops.clean import clean_table
-from runner.ops.cleanup import remove_files, remove_uncommitted
-from runner.ops.expand import check_automatic_expansion, expand_if_due
-from runner.ops.keys import (
-    BUCKET,
-    PARTITION_PATH,
-    RESERVED_PREFIX,
-    add_key_columns,
-)
+from runner.ops.bucket_write import WriteRequest, bucket_write
+from runner.ops.keys import add_key_columns
 from runner.ops.merge import incoming_rows, merge_settings, write_frame
 from runner.ops.quality import (
     FATE,
@@ -44,12 +39,14 @@ from runner.ops.quality import (
     quarantine_rows,
 )
 from runner.ops.summary import RunSummary, Stages
+from runner.ops.uncommitted import remove_files, remove_uncommitted
 from runner.session import spark_session
 from runner.sources.bad_input import reading
 from runner.sources.checkpoint import FIELD as CHECKPOINT_FIELD
-from runner.sources.checkpoint import StartingPoints, last_checkpoints, starting_points
+from runner.sources.checkpoint import Origin, StartingPoints, last_checkpoints, starting_points
 from runner.sources.jdbc import driver_jars
-from runner.sources.plan import SourcePlan, nothing_new, plan_sources, read_input
+from runner.sources.model import SourcePlan
+from runner.sources.plan import nothing_new, plan_database_reads, plan_sources, read_input
 from runner.spec.model import PipelineSpec, Target
 from runner.table.commit import (
     BucketClash,
@@ -60,11 +57,12 @@ from runner.table.commit import (
 )
 from runner.table.config import check_table_settings, table_settings
 from runner.table.directory import check_new_table_location
+from runner.table.meta import BUCKET, META_COLUMNS, PARTITION_PATH, RESERVED_PREFIX
 from runner.table.quarantine import append_quarantine
-from runner.table.schema import META_COLUMNS, SchemaPlan, plan_schema
+from runner.table.schema import SchemaPlan, plan_schema
 from runner.table.snapshot import DataFile, Group, TableSnapshot, open_table
 from runner.table.storage import TableLocation, locate, writing
-from runner.table.writer import COUNTED_ACTIONS, RESULT_SCHEMA, WriteJob
+from runner.table.writer import RESULT_SCHEMA
 
 log = structlog.get_logger(__name__)
 
@@ -136,11 +134,11 @@ class PipelineRun:
             return summary
         while True:
             try:
-                committed = self.ingest()
+                reached_commit = self.ingest()
                 break
             except UnreadableFileError as bad:
                 self.skip(bad)  # or raise: the run stops with the file named
-        if committed:
+        if reached_commit:
             self.after_commit()
         summary.stage_seconds = self.stages.seconds
         log.info("run_finished", **{k: v for k, v in summary.to_dict().items() if k != "run_id"})
@@ -158,9 +156,9 @@ class PipelineRun:
             check_new_table_location(self.table, "target.path")
             return False
         check_table_settings(self.spec.file, self.target, self.snapshot.configuration)
-        batch_id = self.summary.batch_id
-        if batch_id and self.snapshot.table.transaction_version(self.app_id) is not None:
-            log.info("batch_already_committed", batch_id=batch_id)
+        app_id = self.app_id
+        if app_id and self.snapshot.table.transaction_version(app_id) is not None:
+            log.info("batch_already_committed", batch_id=self.summary.batch_id)
             self.summary.batch_already_committed = True
             return True
         return False
@@ -172,7 +170,7 @@ class PipelineRun:
 
     def skip(self, bad: UnreadableFileError) -> None:
         """Go on without an unreadable file where its source says so; else stop."""
-        if bad.source is None or bad.source.on_bad_file != "skip" or bad.path in self.skipped:
+        if not bad.skippable or bad.path in self.skipped:
             raise bad
         if len(self.skipped) >= MAX_SKIPPED_FILES:
             raise UserError(
@@ -180,11 +178,10 @@ class PipelineRun:
                 f"{bad.path}: {bad.reason}); each costs a new pass over the batch, so the run "
                 "stops here: repair or remove them"
             ) from bad
-        log.warning("file_skipped", source=bad.source.name, path=bad.path, reason=bad.reason)
+        log.warning("file_skipped", source=bad.source, path=bad.path, reason=bad.reason)
         self.skipped[bad.path] = bad
         self.summary.files_skipped = [
-            {"source": b.source.name if b.source else None, "path": b.path, "reason": b.reason}
-            for b in self.skipped.values()
+            {"source": b.source, "path": b.path, "reason": b.reason} for b in self.skipped.values()
         ]
 
     def ingest(self) -> bool:
@@ -197,10 +194,7 @@ class PipelineRun:
             points.describe() if points.by_source or self.checkpoint else None
         )
         if nothing_new(plans):
-            if self.snapshot is not None and points.origin in (
-                "--checkpoint",
-                "--ignore-checkpoint",
-            ):
+            if self.snapshot is not None and points.origin.replaces_the_tables:
                 _commit_checkpoints_only(spec, summary, self.snapshot, plans, points)
             _nothing_new(summary, plans, stages)
             return False
@@ -208,6 +202,11 @@ class PipelineRun:
             self.spark = self.spark or spark_session(
                 spec.spark, spec.name, self.console_progress, jars=driver_jars(spec.sources)
             )
+        with stages.stage("sources"):
+            plans = plan_database_reads(self.spark, plans)
+        if nothing_new(plans):  # a JDBC source knows only once it has asked the database
+            _nothing_new(summary, plans, stages)
+            return False
         with reading(spec.sources):
             return self._batch_to_commit(plans, points)
 
@@ -218,9 +217,6 @@ class PipelineRun:
         with stages.stage("plan"):
             read = read_input(spark, spec, plans)
             batch = _without_meta_columns(read.batch)
-            if nothing_new(plans):  # a JDBC source knows only once it has asked the database
-                _nothing_new(summary, plans, stages)
-                return False
             summary.sources = {p.source.name: p.summary() for p in plans}
             _check_operation_fields(batch.schema, target)
             check_expectations(batch, spec)
@@ -331,10 +327,7 @@ class PipelineRun:
                 **{f"_{k}": [None if v is None else str(v)] * len(bad) for k, v in context.items()},
                 "_rule": ["unreadable_file"] * len(bad),
                 "_reason": [b.reason for b in bad],
-                "_record": [
-                    json.dumps({"source": b.source.name if b.source else None, "file": b.path})
-                    for b in bad
-                ],
+                "_record": [json.dumps({"source": b.source, "file": b.path}) for b in bad],
             },
             schema=pa.schema([(n, pa.string()) for n in QUARANTINE_COLUMNS]),
         )
@@ -394,7 +387,9 @@ def _commit_checkpoints_only(
     log.info("checkpoints_recorded", version=summary.version, origin=points.origin)
 
 
-def _checkpoint_guard(spec: PipelineSpec, points: StartingPoints):
+def _checkpoint_guard(
+    spec: PipelineSpec, points: StartingPoints
+) -> Callable[[TableSnapshot], str | None] | None:
     """Refuses to commit on top of another run of this pipeline that moved its checkpoints
     after this run read them: both would have read the same input."""
     if not any(s.incremental for s in spec.sources):
@@ -420,8 +415,8 @@ def _checkpoints(
     incremental = [p for p in plans if p.source.incremental]
     if not incremental:
         return None, False
-    recorded = dict(points.by_source) if points.origin == "table" else {}
-    moved = points.origin != "table"  # a reset or a chosen start is worth recording
+    recorded = dict(points.by_source) if points.origin == Origin.TABLE else {}
+    moved = points.origin != Origin.TABLE  # a reset or a chosen start is worth recording
     for p in incremental:
         if p.until is not None:
             moved = moved or recorded.get(p.source.name) != p.until
@@ -446,7 +441,7 @@ def _write(
     instant: str,
     groups: dict[Group, int],
     stored_files: dict[Group, list[DataFile]],
-) -> list:
+) -> list[Row]:
     """Write a new file for each bucket of `groups` whose rows change; one result row each."""
     file_ids = {
         g: stored_files[g][0].file_id if g in stored_files else new_file_id(g[1]) for g in groups
@@ -457,16 +452,16 @@ def _write(
         plan,
         partitions=max(1, min(len(groups), _shuffle_partitions(spark))),
     )
-    job = WriteJob(
+    request = WriteRequest(
         table,
         instant,
         plan.file_schema,
         file_ids,
-        stored={g: [f.path for f in stored_files[g]] for g in groups if g in stored_files},
+        stored={g: stored_files[g] for g in groups if g in stored_files},
         merge=merge_settings(target),
         fault=faults.requested(),
     )
-    results = frame.mapInArrow(job, _result_struct()).collect()
+    results = frame.mapInArrow(bucket_write(target).job(request), _result_struct()).collect()
     written = [r for r in results if r.path]
     log.info("files_written", files=len(written), bytes=sum(r.size for r in written))
     return results
@@ -493,9 +488,9 @@ def _remerge(
     summary: RunSummary,
     groups: dict[Group, int],
     stored_files: dict[Group, list[DataFile]],
-    results: list,
+    results: list[Row],
     clash: BucketClash,
-) -> list:
+) -> list[Row]:
     """Another writer committed first on buckets this run rewrites: merge this batch again
     with those buckets as they are now (its changes come first, in commit order)."""
     again = {g: groups[g] for g in clash.buckets if g in groups}
@@ -653,7 +648,7 @@ def _commit(
     summary: RunSummary,
     snapshot: TableSnapshot | None,
     plan: SchemaPlan,
-    results: Sequence,
+    results: Sequence[Row],
     stored_files: dict[Group, list[DataFile]],
     plans: list[SourcePlan],
     points: StartingPoints,
@@ -662,20 +657,13 @@ def _commit(
     checkpoints, moved = _checkpoints(plans, points)
     new_files = [NewFile(r.path, r.size, r.stats) for r in results if r.path]
     changed = [r for r in results if r.changed]
-    removed = [f for r in changed for f in stored_files.get((r.partition_path, r.bucket), [])]
-    for action, field in zip(
-        COUNTED_ACTIONS,
-        (
-            "inserted",
-            "updated",
-            "deleted",
-            "duplicates_dropped",
-            "stale_skipped",
-            "deletes_missing",
-        ),
-        strict=True,
-    ):
-        setattr(summary, field, sum(getattr(r, action) for r in results))
+    removed = bucket_write(target).replaced(results, stored_files)
+    summary.inserted = sum(r.insert for r in results)
+    summary.updated = sum(r.update for r in results)
+    summary.deleted = sum(r.deleted for r in results)
+    summary.duplicates_dropped = sum(r.duplicate for r in results)
+    summary.stale_skipped = sum(r.stale for r in results)
+    summary.deletes_missing = sum(r.delete_missing for r in results)
     summary.files_added = len(new_files)
     summary.files_removed = len(removed)
     summary.bytes_written = sum(f.size for f in new_files)
@@ -696,7 +684,7 @@ def _commit(
         if missing:
             add_columns(snapshot.table, missing)
             summary.columns_added = [f.name for f in missing]
-    metadata = {
+    metadata: dict[str, Any] = {
         "pipeline": spec.name,
         "run_id": summary.run_id,
         "instant": summary.instant,

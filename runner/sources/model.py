@@ -1,0 +1,40 @@
+"""What a source reads in one run: a frozen plan, decided before the read."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from runner.spec.model import Source
+
+
+@dataclass(frozen=True)
+class JdbcRead:
+    """A JDBC source's read as planned: the bounded query, and its range partitioning."""
+
+    select: str  # a subquery with the checkpoint bounds applied
+    partitioning: Mapping[str, str] = field(default_factory=dict)  # Spark's partition options
+
+
+@dataclass(frozen=True)
+class SourcePlan:
+    source: Source
+    since: Any = None  # the checkpoint this read starts after (None: the beginning)
+    until: Any = None  # the checkpoint to record once this read is committed
+    paths: tuple[str, ...] | None = None  # exactly these files (None: the source's path)
+    base_path: str | None = None  # the directory partition discovery starts from
+    instants: tuple[str, ...] | None = None  # a Delta source: only rows of these commits
+    nothing_new: bool = False
+    details: Mapping[str, Any] = field(default_factory=dict)  # for the run summary
+    jdbc: JdbcRead | None = None  # a JDBC source, once its bounds are planned
+
+    @property
+    def where(self) -> str:
+        return f"source '{self.source.name}'"
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"format": self.source.format, **self.details}
+        if self.source.incremental:
+            out.update(since=self.since, until=self.until, nothing_new=self.nothing_new)
+        return out

@@ -1,0 +1,101 @@
+"""The table layer's pieces in pyarrow alone: file statistics, names, layout, file checkpoints.
+
+No Spark: each piece is checked against values worked out by hand.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from runner.index.layout import BucketLayout
+from runner.index.naming import data_file_name, new_file_id, parse_data_file_name
+from runner.sources.listing import FileCheckpoint, list_new_files
+from runner.table.writer import BucketFile
+
+
+def test_a_bucket_file_is_zstd_parquet_with_delta_statistics(tmp_path):
+    schema = pa.schema(
+        [
+            ("_record_key", pa.string()),
+            ("n", pa.int64()),
+            ("x", pa.float64()),
+            ("at", pa.timestamp("us", tz="UTC")),
+        ]
+    )
+    moments = [dt.datetime(2026, 1, 1, 0, 0, 0, 1500, tzinfo=dt.UTC), None]
+    out = BucketFile(pafs.LocalFileSystem(), f"{tmp_path}/p=1/f.parquet", schema)
+    out.write(pa.table({"_record_key": ["c"], "n": [-7], "x": [0.5], "at": [None]}, schema=schema))
+    out.write(pa.table({"_record_key": ["b", "a"], "n": [3, None], "x": [1.5, float("nan")],
+                        "at": moments}, schema=schema))  # fmt: skip
+
+    assert out.close() and out.size == os.path.getsize(tmp_path / "p=1" / "f.parquet")
+    stats = json.loads(out.stats.to_json())
+    assert stats["numRecords"] == 3
+    assert stats["minValues"]["_record_key"] == "a" and stats["maxValues"]["_record_key"] == "c"
+    assert (stats["minValues"]["n"], stats["maxValues"]["n"]) == (-7, 3)
+    assert "x" not in stats["minValues"]  # NaN makes float bounds unusable: left out
+    # millisecond precision: the min rounds down, the max up, so pruning stays safe
+    assert stats["minValues"]["at"] == "2026-01-01T00:00:00.001Z"
+    assert stats["maxValues"]["at"] == "2026-01-01T00:00:00.002Z"
+    assert stats["nullCount"] == {"_record_key": 0, "n": 1, "x": 0, "at": 2}
+    written = pq.ParquetFile(tmp_path / "p=1" / "f.parquet")
+    assert written.metadata.row_group(0).column(0).compression == "ZSTD"
+    assert written.read().column("n").to_pylist() == [-7, 3, None]
+
+
+def test_a_bucket_file_with_no_rows_is_never_created(tmp_path):
+    out = BucketFile(pafs.LocalFileSystem(), f"{tmp_path}/f.parquet", pa.schema([("a", pa.int8())]))
+    assert not out.close() and not (tmp_path / "f.parquet").exists()
+
+
+def test_file_names_carry_bucket_file_group_token_and_instant():
+    file_id = new_file_id(37)
+    name = data_file_name(file_id, "3-12-0", "20261123120000123")
+
+    parsed = parse_data_file_name(f"city=paris/{name}")
+
+    assert parsed is not None
+    assert (parsed.bucket, parsed.file_id) == (37, file_id)
+    assert (parsed.write_token, parsed.instant) == ("3-12-0", "20261123120000123")
+    assert parse_data_file_name("part-00000-0f1e.snappy.parquet") is None
+    assert parse_data_file_name(name.replace(".parquet", ".csv")) is None
+
+
+def test_a_layout_round_trips_through_the_table_configuration():
+    layout = BucketLayout(16).with_counts({"city=paris": 64})
+
+    stored = layout.to_configuration()
+    again = BucketLayout.from_configuration(stored)
+
+    assert again == layout
+    assert (again.count_for("city=paris"), again.count_for("city=rome")) == (64, 16)
+    assert stored["runner.index.buckets.created"] == "16"
+    grown = again.with_counts({}, default=32)  # every partition to 32: paris keeps nothing
+    assert (grown.default, dict(grown.partitions), grown.created) == (32, {}, 16)
+
+
+def test_new_files_checkpoint_takes_each_file_once(tmp_path):
+    (tmp_path / "_hidden").mkdir()
+    (tmp_path / "_hidden" / "x.json").write_text("{}")
+    for name in ("a.json", "b.json"):
+        (tmp_path / name).write_text("{}")
+        os.utime(tmp_path / name, ns=(1_000, 1_000))
+
+    first = list_new_files(str(tmp_path), None)
+    assert [os.path.basename(p) for p in first.paths] == ["a.json", "b.json"]
+    checkpoint = first.until
+    assert checkpoint is not None
+    assert FileCheckpoint.from_json(checkpoint.to_json(), "here") == checkpoint
+
+    again = list_new_files(str(tmp_path), checkpoint)
+    assert again.paths == [] and again.until == checkpoint
+
+    (tmp_path / "c.json").write_text("{}")  # a later file: only it is new
+    later = list_new_files(str(tmp_path), checkpoint)
+    assert [os.path.basename(p) for p in later.paths] == ["c.json"]
