@@ -8,7 +8,7 @@ fails before its commit leaves the table as it was and removes the files it wrot
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -61,7 +61,7 @@ from runner.table.meta import BUCKET, META_COLUMNS, PARTITION_PATH, RESERVED_PRE
 from runner.table.quarantine import append_quarantine
 from runner.table.schema import SchemaPlan, plan_schema
 from runner.table.snapshot import DataFile, Group, TableSnapshot, open_table
-from runner.table.storage import TableLocation, locate, writing
+from runner.table.storage import locate, writing
 from runner.table.writer import RESULT_SCHEMA
 
 log = structlog.get_logger(__name__)
@@ -119,6 +119,9 @@ class PipelineRun:
         self.table = locate(spec.target.path)  # object store settings, shipped to executors
         self.snapshot: TableSnapshot | None = None
         self.skipped: dict[str, UnreadableFileError] = {}  # unreadable files, by path
+        # set by the stages as the run goes
+        self.points: StartingPoints | None = None
+        self.plans: list[SourcePlan] = []
 
     def run(self) -> RunSummary:
         summary = self.summary
@@ -190,6 +193,7 @@ class PipelineRun:
         with stages.stage("sources"):
             points = starting_points(spec, self.snapshot, self.checkpoint, self.ignore_checkpoint)
             plans = plan_sources(spec, points, skip=frozenset(self.skipped))
+        self.points = points
         summary.checkpoint_origin = (
             points.describe() if points.by_source or self.checkpoint else None
         )
@@ -203,21 +207,21 @@ class PipelineRun:
                 spec.spark, spec.name, self.console_progress, jars=driver_jars(spec.sources)
             )
         with stages.stage("sources"):
-            plans = plan_database_reads(self.spark, plans)
-        if nothing_new(plans):  # a JDBC source knows only once it has asked the database
-            _nothing_new(summary, plans, stages)
+            self.plans = plan_database_reads(self.spark, plans)
+        if nothing_new(self.plans):  # a JDBC source knows only once it has asked the database
+            _nothing_new(summary, self.plans, stages)
             return False
         with reading(spec.sources):
-            return self._batch_to_commit(plans, points)
+            return self._batch_to_commit()
 
-    def _batch_to_commit(self, plans: list[SourcePlan], points: StartingPoints) -> bool:
+    def _batch_to_commit(self) -> bool:
         spec, target, summary, stages = self.spec, self.target, self.summary, self.stages
         spark = self.spark
         assert spark is not None
         with stages.stage("plan"):
-            read = read_input(spark, spec, plans)
+            read = read_input(spark, spec, self.plans)
             batch = _without_meta_columns(read.batch)
-            summary.sources = {p.source.name: p.summary() for p in plans}
+            summary.sources = {p.source.name: p.summary() for p in self.plans}
             _check_operation_fields(batch.schema, target)
             check_expectations(batch, spec)
             schema = _plan_schema(batch, target, self.snapshot)
@@ -250,7 +254,7 @@ class PipelineRun:
             keyed = judged.where(F.col(FATE).isNull())  # the rows to write
             with writing(target.path):
                 try:
-                    self._write_and_commit(keyed, schema, groups, plans, points)
+                    self._write_and_commit(keyed, schema, groups)
                 except BaseException:
                     remove_uncommitted(spark, self.table, summary.instant)
                     raise
@@ -259,38 +263,20 @@ class PipelineRun:
         return True
 
     def _write_and_commit(
-        self,
-        keyed: DataFrame,
-        schema: SchemaPlan,
-        groups: dict[Group, int],
-        plans: list[SourcePlan],
-        points: StartingPoints,
+        self, keyed: DataFrame, schema: SchemaPlan, groups: dict[Group, int]
     ) -> None:
         """Write the touched buckets, then commit; when another writer committed first on
         the same buckets, merge those again on its version (up to target.commit_retries)."""
-        spark, target, summary, stages = self.spark, self.target, self.summary, self.stages
-        assert spark is not None
+        target, stages = self.target, self.stages
         snapshot = self.snapshot
         stored_files = _stored_files(snapshot, groups, target)
         with stages.stage("write"):
-            results = _write(
-                spark, keyed, self.table, target, schema, summary.instant, groups, stored_files
-            )
+            results = self._write(keyed, schema, groups, stored_files)
         self._quarantine_skipped()
         for attempt in range(target.commit_retries + 1):
             try:
                 with stages.stage("commit"):
-                    _commit(
-                        self.spec,
-                        self.table,
-                        summary,
-                        snapshot,
-                        schema,
-                        results,
-                        stored_files,
-                        plans,
-                        points,
-                    )
+                    self._commit(snapshot, schema, results, stored_files)
                 return
             except BucketClash as clash:
                 if attempt == target.commit_retries:
@@ -301,18 +287,146 @@ class PipelineRun:
                 snapshot = clash.latest
                 _refuse_new_columns(snapshot, schema)
                 with stages.stage("remerge"):
-                    results = _remerge(
-                        spark,
-                        keyed,
-                        self.table,
-                        target,
-                        schema,
-                        summary,
-                        groups,
-                        stored_files,
-                        results,
-                        clash,
-                    )
+                    results = self._remerge(keyed, schema, groups, stored_files, results, clash)
+
+    def _write(
+        self,
+        keyed: DataFrame,
+        schema: SchemaPlan,
+        groups: Mapping[Group, int],
+        stored_files: Mapping[Group, list[DataFile]],
+    ) -> list[Row]:
+        """A new file for each bucket of `groups` whose rows change; one result row each."""
+        spark, target, instant = self.spark, self.target, self.summary.instant
+        assert spark is not None
+        file_ids = {
+            g: stored_files[g][0].file_id if g in stored_files else new_file_id(g[1])
+            for g in groups
+        }
+        frame = write_frame(
+            incoming_rows(keyed, target, schema, instant),
+            target,
+            schema,
+            partitions=max(1, min(len(groups), _shuffle_partitions(spark))),
+        )
+        request = WriteRequest(
+            self.table,
+            instant,
+            schema.file_schema,
+            file_ids,
+            stored={g: stored_files[g] for g in groups if g in stored_files},
+            merge=merge_settings(target),
+            fault=faults.requested(),
+        )
+        results = frame.mapInArrow(bucket_write(target).job(request), _result_struct()).collect()
+        written = [r for r in results if r.path]
+        log.info("files_written", files=len(written), bytes=sum(r.size for r in written))
+        return results
+
+    def _remerge(
+        self,
+        keyed: DataFrame,
+        schema: SchemaPlan,
+        groups: dict[Group, int],
+        stored_files: dict[Group, list[DataFile]],
+        results: list[Row],
+        clash: BucketClash,
+    ) -> list[Row]:
+        """Another writer committed first on buckets this run rewrites: merge this batch
+        again with those buckets as they are now (its changes come first, in commit order)."""
+        again = {g: groups[g] for g in clash.buckets if g in groups}
+        log.info("remerge", buckets=len(again), on_version=clash.latest.version)
+        latest = _stored_files(clash.latest, again, self.target)
+        for group in again:
+            stored_files.pop(group, None)
+            if group in latest:
+                stored_files[group] = latest[group]
+        keys = [f"{pp}\x00{bucket}" for pp, bucket in again]
+        subset = keyed.where(
+            F.concat_ws("\x00", F.col(PARTITION_PATH), F.col(BUCKET).cast("string")).isin(keys)
+        )
+        redone = self._write(subset, schema, again, stored_files)
+        superseded = [r.path for r in results if (r.partition_path, r.bucket) in again and r.path]
+        remove_files(self.table, superseded)
+        return [r for r in results if (r.partition_path, r.bucket) not in again] + redone
+
+    def _commit(
+        self,
+        snapshot: TableSnapshot | None,
+        schema: SchemaPlan,
+        results: Sequence[Row],
+        stored_files: Mapping[Group, list[DataFile]],
+    ) -> None:
+        """One Delta version: the new files, the replaced ones, the checkpoints."""
+        spec, target, summary, points = self.spec, self.target, self.summary, self.points
+        assert points is not None
+        checkpoints, moved = _checkpoints(self.plans, points)
+        new_files = [NewFile(r.path, r.size, r.stats) for r in results if r.path]
+        changed = [r for r in results if r.changed]
+        removed = bucket_write(target).replaced(results, stored_files)
+        summary.inserted = sum(r.insert for r in results)
+        summary.updated = sum(r.update for r in results)
+        summary.deleted = sum(r.deleted for r in results)
+        summary.duplicates_dropped = sum(r.duplicate for r in results)
+        summary.stale_skipped = sum(r.stale for r in results)
+        summary.deletes_missing = sum(r.delete_missing for r in results)
+        summary.files_added = len(new_files)
+        summary.files_removed = len(removed)
+        summary.bytes_written = sum(f.size for f in new_files)
+        summary.buckets_touched = len(changed)
+        summary.partitions_touched = len({r.partition_path for r in changed})
+        faults.maybe_fail("before_commit")
+        if not changed and not moved:
+            log.info("nothing_to_commit")
+            return
+        if snapshot is None:
+            create_table(self.table, spec.name, schema.file_schema, table_settings(target))
+            snapshot = open_table(self.table)
+            assert snapshot is not None
+        else:
+            # a re-merge after another writer's commit may find the columns already added
+            have = set(snapshot.arrow_schema().names)
+            missing = [f for f in schema.new_columns if f.name not in have]
+            if missing:
+                add_columns(snapshot.table, missing)
+                summary.columns_added = [f.name for f in missing]
+        metadata: dict[str, Any] = {
+            "pipeline": spec.name,
+            "run_id": summary.run_id,
+            "instant": summary.instant,
+            "operation": target.operation,
+            "batch_id": summary.batch_id,
+            "rows_read": summary.rows_read,
+            "rows_dropped": summary.rows_dropped,
+            "rows_quarantined": summary.rows_quarantined,
+            "inserted": summary.inserted,
+            "updated": summary.updated,
+            "deleted": summary.deleted,
+            "files_added": summary.files_added,
+            "files_removed": summary.files_removed,
+            "bytes_written": summary.bytes_written,
+        }
+        if checkpoints is not None:
+            # in the same commit as the data: a crash can neither skip nor re-read input
+            metadata[CHECKPOINT_FIELD] = checkpoints
+            metadata["checkpoint_origin"] = points.origin
+        summary.version = commit_files(
+            snapshot,
+            schema.file_schema,
+            new_files,
+            removed,
+            {(r.partition_path, r.bucket) for r in changed},
+            metadata,
+            self.app_id,
+            still_valid=_checkpoint_guard(spec, points),
+        )
+        faults.maybe_fail("after_commit")
+        log.info(
+            "commit_done",
+            version=summary.version,
+            files_added=summary.files_added,
+            files_removed=summary.files_removed,
+        )
 
     def _quarantine_skipped(self) -> None:
         """Name the skipped files in the quarantine table, once every read of the batch is
@@ -432,82 +546,16 @@ def table_layout(snapshot: TableSnapshot | None, target: Target) -> BucketLayout
     return BucketLayout.from_configuration(snapshot.configuration)
 
 
-def _write(
-    spark: SparkSession,
-    keyed: DataFrame,
-    table: TableLocation,
-    target: Target,
-    plan: SchemaPlan,
-    instant: str,
-    groups: dict[Group, int],
-    stored_files: dict[Group, list[DataFile]],
-) -> list[Row]:
-    """Write a new file for each bucket of `groups` whose rows change; one result row each."""
-    file_ids = {
-        g: stored_files[g][0].file_id if g in stored_files else new_file_id(g[1]) for g in groups
-    }
-    frame = write_frame(
-        incoming_rows(keyed, target, plan, instant),
-        target,
-        plan,
-        partitions=max(1, min(len(groups), _shuffle_partitions(spark))),
-    )
-    request = WriteRequest(
-        table,
-        instant,
-        plan.file_schema,
-        file_ids,
-        stored={g: stored_files[g] for g in groups if g in stored_files},
-        merge=merge_settings(target),
-        fault=faults.requested(),
-    )
-    results = frame.mapInArrow(bucket_write(target).job(request), _result_struct()).collect()
-    written = [r for r in results if r.path]
-    log.info("files_written", files=len(written), bytes=sum(r.size for r in written))
-    return results
-
-
-def _refuse_new_columns(latest: TableSnapshot, plan: SchemaPlan) -> None:
+def _refuse_new_columns(latest: TableSnapshot, schema: SchemaPlan) -> None:
     """A re-merge rewrites the other writer's rows with this run's columns: if it added
     columns meanwhile, their values would be lost, so the run stops instead."""
-    added = [n for n in latest.arrow_schema().names if n not in plan.file_schema.names]
+    added = [n for n in latest.arrow_schema().names if n not in schema.file_schema.names]
     if added:
         raise CommitConflictError(
             f"another writer committed version {latest.version} with new column(s) "
             f"{', '.join(added)} in buckets this run rewrites; nothing of this run was "
             "committed: run it again (its input must then have those columns)"
         )
-
-
-def _remerge(
-    spark: SparkSession,
-    keyed: DataFrame,
-    table: TableLocation,
-    target: Target,
-    plan: SchemaPlan,
-    summary: RunSummary,
-    groups: dict[Group, int],
-    stored_files: dict[Group, list[DataFile]],
-    results: list[Row],
-    clash: BucketClash,
-) -> list[Row]:
-    """Another writer committed first on buckets this run rewrites: merge this batch again
-    with those buckets as they are now (its changes come first, in commit order)."""
-    again = {g: groups[g] for g in clash.buckets if g in groups}
-    log.info("remerge", buckets=len(again), on_version=clash.latest.version)
-    latest = _stored_files(clash.latest, again, target)
-    for group in again:
-        stored_files.pop(group, None)
-        if group in latest:
-            stored_files[group] = latest[group]
-    keys = [f"{pp}\x00{bucket}" for pp, bucket in again]
-    subset = keyed.where(
-        F.concat_ws("\x00", F.col(PARTITION_PATH), F.col(BUCKET).cast("string")).isin(keys)
-    )
-    redone = _write(spark, subset, table, target, plan, summary.instant, again, stored_files)
-    superseded = [r.path for r in results if (r.partition_path, r.bucket) in again and r.path]
-    remove_files(table, superseded)
-    return [r for r in results if (r.partition_path, r.bucket) not in again] + redone
 
 
 def _pinned(keyed: DataFrame, reads_database: bool = False) -> DataFrame:
@@ -640,86 +688,3 @@ def _result_struct() -> StructType:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(RESULT_SCHEMA)
-
-
-def _commit(
-    spec: PipelineSpec,
-    table: TableLocation,
-    summary: RunSummary,
-    snapshot: TableSnapshot | None,
-    plan: SchemaPlan,
-    results: Sequence[Row],
-    stored_files: dict[Group, list[DataFile]],
-    plans: list[SourcePlan],
-    points: StartingPoints,
-) -> None:
-    target = spec.target
-    checkpoints, moved = _checkpoints(plans, points)
-    new_files = [NewFile(r.path, r.size, r.stats) for r in results if r.path]
-    changed = [r for r in results if r.changed]
-    removed = bucket_write(target).replaced(results, stored_files)
-    summary.inserted = sum(r.insert for r in results)
-    summary.updated = sum(r.update for r in results)
-    summary.deleted = sum(r.deleted for r in results)
-    summary.duplicates_dropped = sum(r.duplicate for r in results)
-    summary.stale_skipped = sum(r.stale for r in results)
-    summary.deletes_missing = sum(r.delete_missing for r in results)
-    summary.files_added = len(new_files)
-    summary.files_removed = len(removed)
-    summary.bytes_written = sum(f.size for f in new_files)
-    summary.buckets_touched = len(changed)
-    summary.partitions_touched = len({r.partition_path for r in changed})
-    faults.maybe_fail("before_commit")
-    if not changed and not moved:
-        log.info("nothing_to_commit")
-        return
-    if snapshot is None:
-        create_table(table, spec.name, plan.file_schema, table_settings(target))
-        snapshot = open_table(table)
-        assert snapshot is not None
-    else:
-        # a re-merge after another writer's commit may find the columns already added
-        have = set(snapshot.arrow_schema().names)
-        missing = [f for f in plan.new_columns if f.name not in have]
-        if missing:
-            add_columns(snapshot.table, missing)
-            summary.columns_added = [f.name for f in missing]
-    metadata: dict[str, Any] = {
-        "pipeline": spec.name,
-        "run_id": summary.run_id,
-        "instant": summary.instant,
-        "operation": target.operation,
-        "batch_id": summary.batch_id,
-        "rows_read": summary.rows_read,
-        "rows_dropped": summary.rows_dropped,
-        "rows_quarantined": summary.rows_quarantined,
-        "inserted": summary.inserted,
-        "updated": summary.updated,
-        "deleted": summary.deleted,
-        "files_added": summary.files_added,
-        "files_removed": summary.files_removed,
-        "bytes_written": summary.bytes_written,
-    }
-    if checkpoints is not None:
-        # in the same commit as the data: a crash can neither skip nor re-read input
-        metadata[CHECKPOINT_FIELD] = checkpoints
-        metadata["checkpoint_origin"] = points.origin
-    rewritten = {(r.partition_path, r.bucket) for r in changed}
-    batch = batch_app_id(spec, summary.batch_id) if summary.batch_id else None
-    summary.version = commit_files(
-        snapshot,
-        plan.file_schema,
-        new_files,
-        removed,
-        rewritten,
-        metadata,
-        batch,
-        still_valid=_checkpoint_guard(spec, points),
-    )
-    faults.maybe_fail("after_commit")
-    log.info(
-        "commit_done",
-        version=summary.version,
-        files_added=summary.files_added,
-        files_removed=summary.files_removed,
-    )
