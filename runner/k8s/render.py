@@ -9,6 +9,7 @@ written. Nothing here imports pyspark.
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import re
 from importlib import metadata
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 import yaml
 
 from runner.errors import UserError
-from runner.spec.model import PipelineSpec, PodResources
+from runner.spec.model import PipelineSpec, PodResources, SharedVolume
 from runner.spec.secrets import env_names
 
 API_VERSION = "sparkoperator.k8s.io/v1beta2"
@@ -28,6 +29,8 @@ WORK_DIR = "/work"
 RUN_AS_USER = 10001  # the image's numeric non-root user
 SPEC_HASH_ANNOTATION = "runner.dev/spec-sha256"
 _KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+# Source formats whose path every pod reads (a jdbc source has none).
+_PATH_FORMATS = ("parquet", "csv", "json", "orc", "delta")
 
 
 def k8s_name(name: str) -> str:
@@ -55,6 +58,7 @@ def render_manifests(
     if not _KEY.match(file_name):
         raise UserError(f"spec file name {file_name!r} is not a valid ConfigMap key")
     k8s = spec.kubernetes
+    check_shared_paths(yaml.safe_load(spec_text), k8s.volume)
     name = k8s_name(spec.name)
     namespace = namespace or k8s.namespace
     labels = {"app.kubernetes.io/name": "runner", "app.kubernetes.io/instance": name}
@@ -74,12 +78,19 @@ def render_manifests(
         {"name": var, "valueFrom": {"secretKeyRef": {"name": k8s.secret, "key": var}}}
         for var in env_names(yaml.safe_load(spec_text))
     ]
-    mount = {
-        "name": "spec",
-        "mountPath": f"{WORK_DIR}/{file_name}",
-        "subPath": file_name,
-        "readOnly": True,
-    }
+    mounts: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = [{"name": "spec", "configMap": {"name": f"{name}-spec"}}]
+    if k8s.volume:  # first: the spec file may be mounted inside it (at /work)
+        mounts.append({"name": "data", "mountPath": k8s.volume.mount_path})
+        volumes.append({"name": "data", "persistentVolumeClaim": {"claimName": k8s.volume.claim}})
+    mounts.append(
+        {
+            "name": "spec",
+            "mountPath": f"{WORK_DIR}/{file_name}",
+            "subPath": file_name,
+            "readOnly": True,
+        }
+    )
     app_spec: dict[str, Any] = {
         "type": "Python",
         "mode": "cluster",
@@ -92,16 +103,16 @@ def render_manifests(
     if k8s.spark_conf:
         app_spec["sparkConf"] = dict(sorted(k8s.spark_conf.items()))
     app_spec["restartPolicy"] = _restart_policy(spec)
-    app_spec["volumes"] = [{"name": "spec", "configMap": {"name": f"{name}-spec"}}]
+    app_spec["volumes"] = volumes
     # The hash on the pods is part of .spec: a changed spec is a changed application, which
     # the operator submits again.
     pod_annotations = {SPEC_HASH_ANNOTATION: digest}
     app_spec["driver"] = {
-        **_pod(k8s.driver, labels, pod_annotations, env, mount),
+        **_pod(k8s.driver, labels, pod_annotations, env, mounts),
         "serviceAccount": k8s.service_account,
     }
     app_spec["executor"] = {
-        **_pod(k8s.executor, labels, pod_annotations, env, mount),
+        **_pod(k8s.executor, labels, pod_annotations, env, mounts),
         "instances": k8s.executor.instances,
     }
     meta = {"name": name, "namespace": namespace, "labels": labels}
@@ -120,6 +131,41 @@ def render_manifests(
     return [config_map, {**app, "spec": scheduled}]
 
 
+def check_shared_paths(raw: dict[str, Any], volume: SharedVolume | None) -> None:
+    """Refuse a spec whose table, quarantine or file sources are paths no two pods share.
+
+    In the cluster the driver commits files that the executors wrote: a path on a pod's own
+    disk would give every executor its own table directory and the commit would name files
+    nobody else can read. Paths are checked as written (`raw`), as the pod resolves them:
+    relative ones under /work, where the spec is mounted."""
+    target = raw.get("target", {})
+    named = [("target.path", target.get("path"))]
+    named.append(("target.quarantine.path", (target.get("quarantine") or {}).get("path")))
+    for i, source in enumerate(raw.get("sources", [])):
+        if source.get("format") in _PATH_FORMATS:
+            named.append((f"sources[{i}].path", source.get("path")))
+    problems = []
+    for field, path in named:
+        if not isinstance(path, str) or "://" in path or path.startswith("${env:"):
+            continue  # an object store, or a location the pod's environment decides
+        in_pod = posixpath.normpath(posixpath.join(WORK_DIR, path))
+        if volume and (in_pod + "/").startswith(volume.mount_path.rstrip("/") + "/"):
+            continue
+        problems.append(f"{field} {path!r} (in the pods: {in_pod})")
+    if not problems:
+        return
+    where = (
+        f"outside kubernetes.volume ({volume.mount_path})" if volume else "on each pod's own disk"
+    )
+    raise UserError(
+        f"{'; '.join(problems)}: {where}, so each executor would write its files where the "
+        "driver and the other executors cannot read them. Use an object store URI "
+        "(s3://bucket/...), or share a volume between the pods: kubernetes.volume: "
+        "{claim: NAME, mount_path: /data} (a ReadWriteMany PersistentVolumeClaim) with these "
+        "paths under it"
+    )
+
+
 def _restart_policy(spec: PipelineSpec) -> dict[str, Any]:
     k8s = spec.kubernetes
     policy: dict[str, Any] = {"type": k8s.restart_policy}
@@ -136,7 +182,7 @@ def _pod(
     labels: dict[str, str],
     annotations: dict[str, str],
     env: list[dict[str, Any]],
-    mount: dict[str, Any],
+    mounts: list[dict[str, Any]],
 ) -> dict[str, Any]:
     pod: dict[str, Any] = {
         "cores": resources.cores,
@@ -146,7 +192,7 @@ def _pod(
     }
     if env:
         pod["env"] = env
-    pod["volumeMounts"] = [mount]
+    pod["volumeMounts"] = mounts
     pod["securityContext"] = {
         "runAsNonRoot": True,
         "runAsUser": RUN_AS_USER,

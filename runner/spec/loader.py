@@ -31,6 +31,7 @@ from runner.spec.model import (
     KubernetesSpec,
     PipelineSpec,
     QuarantineSpec,
+    SharedVolume,
     Source,
     SparkSettings,
     Target,
@@ -396,6 +397,7 @@ def _kubernetes(block: dict[str, Any]) -> KubernetesSpec:
         **{key: block[key] for key in plain if key in block},
         driver=replace(defaults.driver, **block.get("driver", {})),
         executor=replace(defaults.executor, **block.get("executor", {})),
+        volume=SharedVolume(**block["volume"]) if "volume" in block else None,
         spark_conf={k: _conf_str(v) for k, v in block.get("spark_conf", {}).items()},
     )
 

@@ -162,6 +162,14 @@ class PodResources:
 
 
 @dataclass(frozen=True)
+class SharedVolume:
+    """A PersistentVolumeClaim mounted at the same path in the driver and the executors."""
+
+    claim: str
+    mount_path: str
+
+
+@dataclass(frozen=True)
 class KubernetesSpec:
     """How `runner render` deploys the pipeline; local runs never read it."""
 
@@ -172,6 +180,7 @@ class KubernetesSpec:
     executor: PodResources = field(
         default_factory=lambda: PodResources(cores=1, memory="2g", instances=2)
     )
+    volume: SharedVolume | None = None
     restart_policy: RestartPolicy = "OnFailure"
     retries: int = 3
     retry_interval_seconds: int = 60

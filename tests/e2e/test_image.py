@@ -211,7 +211,10 @@ def _spec(name: str, source: str) -> dict:
             "index": {"buckets": 4},
         },
         # Read only by `runner render`; a local run (this one) must ignore it.
-        "kubernetes": {"executor": {"instances": 3, "memory": "4g"}},
+        "kubernetes": {
+            "executor": {"instances": 3, "memory": "4g"},
+            "volume": {"claim": "events-data", "mount_path": "/work"},
+        },
     }
 
 

@@ -12,6 +12,7 @@ import yaml
 from click.testing import CliRunner
 
 from runner.cli import cli
+from runner.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "pipelines" / "quickstart.yaml"
@@ -24,7 +25,7 @@ sources:
     path: "s3://${env:BUCKET}/orders"
     options: {header: true, password: "${env:PG_PASSWORD}"}
 target:
-  path: warehouse/orders
+  path: "s3://${env:BUCKET}/warehouse/orders"
   operation: insert
   record_key: [order_id]
   key_generator: {type: NON_PARTITIONED}
@@ -73,14 +74,19 @@ def test_quickstart_renders_a_config_map_and_a_spark_application():
     )
     assert spec["sparkVersion"] == metadata.version("pyspark")
     assert spec["mainApplicationFile"] == "local:///opt/runner/driver.py"
-    assert spec["volumes"] == [{"name": "spec", "configMap": {"name": "trips-spec"}}]
+    assert spec["volumes"] == [
+        {"name": "spec", "configMap": {"name": "trips-spec"}},
+        {"name": "data", "persistentVolumeClaim": {"claimName": "runner-data"}},
+    ]
     for role in ("driver", "executor"):
-        (mount,) = spec[role]["volumeMounts"]
+        data, mount = spec[role]["volumeMounts"]
+        # the table and input on the volume every pod shares (quickstart.yaml's kubernetes:)
+        assert data == {"name": "data", "mountPath": "/work"}
         assert mount["name"] == "spec"
         assert mount["mountPath"] == spec["arguments"][0] == "/work/quickstart.yaml"
         assert mount["subPath"] in config_map["data"]
         assert spec[role]["securityContext"]["runAsNonRoot"] is True
-    # Defaults of the kubernetes block, which quickstart.yaml does not have.
+    # Defaults of the kubernetes block, which quickstart.yaml sets only the volume of.
     assert app["metadata"]["namespace"] == config_map["metadata"]["namespace"] == "runner"
     assert spec["driver"]["serviceAccount"] == "runner"
     assert (spec["driver"]["cores"], spec["driver"]["memory"]) == (1, "1g")
@@ -249,3 +255,61 @@ def test_check_reports_other_kinds_as_not_checked(tmp_path):
     code, out = render("--check", str(path))
     assert code == 0
     assert "not checked (no schema here): Namespace/runner" in out
+
+
+LOCAL_SPEC = """\
+name: events
+sources:
+  - {name: raw, format: json, path: in/events}
+  - {name: users, format: jdbc, jdbc: {url: "jdbc:postgresql://db/app", table: users}}
+transform: {sql: "SELECT * FROM raw JOIN users USING (user_id)"}
+target:
+  path: /data/tables/events
+  operation: insert
+  record_key: [id]
+  key_generator: {type: NON_PARTITIONED}
+  index: {buckets: 4}
+  quarantine: {path: "s3://lake/quarantine/events"}
+"""
+
+
+def refusal(*args: str) -> str:
+    """The message of the UserError a render stops with (the CLI prints it, exit 2)."""
+    result = CliRunner().invoke(cli, ["render", *args])
+    assert isinstance(result.exception, UserError), result.output
+    return str(result.exception)
+
+
+def test_paths_no_two_pods_share_are_refused_with_the_fix(tmp_path):
+    spec = tmp_path / "events.yaml"
+    spec.write_text(LOCAL_SPEC)
+
+    out = refusal(str(spec), "--image", "runner:1")
+
+    assert "target.path '/data/tables/events' (in the pods: /data/tables/events)" in out
+    assert "sources[0].path 'in/events' (in the pods: /work/in/events)" in out
+    assert "quarantine" not in out.split("on each pod's own disk")[0]  # s3 is shared
+    assert "kubernetes.volume: {claim: NAME, mount_path: /data}" in out
+
+
+def test_a_shared_volume_holds_them_in_every_pod_and_passes_the_crd_check(tmp_path):
+    spec = tmp_path / "events.yaml"
+    spec.write_text(LOCAL_SPEC + "kubernetes: {volume: {claim: lake, mount_path: /data}}\n")
+    out = refusal(str(spec), "--image", "runner:1")
+    assert "sources[0].path 'in/events'" in out and "outside kubernetes.volume" in out
+
+    spec.write_text(
+        LOCAL_SPEC.replace("path: in/events", "path: /data/in/events")
+        + "kubernetes: {volume: {claim: lake, mount_path: /data}}\n"
+    )
+    code, out = render(str(spec), "--image", "runner:1", "--out", str(tmp_path / "out"))
+    assert code == 0, out
+    manifest = tmp_path / "out" / "events.yaml"
+    app = documents(manifest.read_text())[1]["spec"]
+    assert {"name": "data", "persistentVolumeClaim": {"claimName": "lake"}} in app["volumes"]
+    for role in ("driver", "executor"):
+        assert {"name": "data", "mountPath": "/data"} in app[role]["volumeMounts"]
+    assert render("--check", str(manifest)) == (
+        0,
+        f"{manifest}: ok (ConfigMap/events-spec, SparkApplication/events)\n",
+    )
