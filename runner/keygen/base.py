@@ -61,7 +61,7 @@ class KeyGenerator(ABC):
         }
         described = KEY_GENERATORS.get(spec.type)
         if described and described.field_prefixed_keys:
-            out["runner.keygen.complex.encoding"] = "FIELD_PREFIXED"
+            out["runner.keygen.complex.encoding"] = spec.complex_encoding
         ts = spec.timestamp
         if ts is not None:
             out.update(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,12 @@ PARTITION_PATH = "hoodie.datasource.write.partitionpath.field"
 KEYGEN_CLASS = "hoodie.datasource.write.keygenerator.class"
 KEYGEN_TYPE = "hoodie.datasource.write.keygenerator.type"
 HIVE_STYLE = "hoodie.datasource.write.hive_style_partitioning"
+# HUDI-7001: how a one-field ComplexKeyGenerator key is written (docs/keygen.md)
+COMPLEX_ENCODING = "hoodie.table.complex.keygen.encoding"
+COMPLEX_NEW_ENCODING = "hoodie.write.complex.keygen.new.encoding"
+TABLE_VERSION = "hoodie.write.table.version"
+COMPLEX_ENCODINGS = ("FIELD_PREFIXED", "VALUE_ONLY")
+CONSISTENT_TIMESTAMP = "hoodie.datasource.write.keygenerator.consistent.logical.timestamp.enabled"
 URL_ENCODE = "hoodie.datasource.write.partitionpath.urlencode"
 TIMEBASED_PREFIX = "hoodie.keygen.timebased."
 TIMEBASED_OLD_PREFIX = "hoodie.deltastreamer.keygen.timebased."
@@ -54,6 +60,10 @@ KNOWN = (
     KEYGEN_TYPE,
     HIVE_STYLE,
     URL_ENCODE,
+    COMPLEX_ENCODING,
+    COMPLEX_NEW_ENCODING,
+    TABLE_VERSION,
+    CONSISTENT_TIMESTAMP,
     DATETIME_PARSER,
     DATETIME_PARSER_OLD,
     *(TIMEBASED_PREFIX + k for k in TIMEBASED_KEYS),
@@ -162,6 +172,23 @@ def from_properties(
         else:
             out[key] = Sourced(flag, prop)
 
+    consistent = text(CONSISTENT_TIMESTAMP)
+    if consistent is not None and _bool(consistent) is not False:
+        problems.append(
+            (
+                CONSISTENT_TIMESTAMP,
+                "only false (Hudi's default) is supported: runner renders timestamp-typed key "
+                "and partition fields as Spark casts them to string (2016-12-29 09:54:00), "
+                "not as java.sql.Timestamp (2016-12-29 09:54:00.0); format the column in the "
+                "transform (date_format) to the text you need, or use the TIMESTAMP "
+                "generator for partition paths",
+            )
+        )
+
+    encoding = _complex_encoding(text, problems)
+    if encoding is not None:
+        out["complex_encoding"] = encoding
+
     for prop in (DATETIME_PARSER, DATETIME_PARSER_OLD):
         value = text(prop)
         if value is not None and value != DEFAULT_DATETIME_PARSER:
@@ -177,3 +204,33 @@ def from_properties(
         elif old_value is not None:
             out[f"timestamp.{key}"] = Sourced(old_value, old)
     return out, problems
+
+
+def _complex_encoding(
+    text: Callable[[str], str | None], problems: list[tuple[str, str]]
+) -> Sourced | None:
+    """Hudi 1.1's rule (KeyGenUtils.encodeSingleKeyFieldNameForComplexKeyGen): the table's
+    own encoding wins; else a table of version 9 or more prefixes the field name; else the
+    new-encoding flag asks for the bare value. None when no property says anything."""
+    stated = text(COMPLEX_ENCODING)
+    if stated is not None:
+        if stated.upper() not in COMPLEX_ENCODINGS:
+            problems.append(
+                (COMPLEX_ENCODING, f"{stated!r} is not one of: {', '.join(COMPLEX_ENCODINGS)}")
+            )
+            return None
+        return Sourced(stated.upper(), COMPLEX_ENCODING)
+    version = text(TABLE_VERSION)
+    if version is not None and not version.isdigit():
+        problems.append((TABLE_VERSION, f"expected a table version number, got {version!r}"))
+        return None
+    flag_text = text(COMPLEX_NEW_ENCODING)
+    flag = _bool(flag_text) if flag_text is not None else None
+    if flag_text is not None and flag is None:
+        problems.append((COMPLEX_NEW_ENCODING, f"expected true or false, got {flag_text!r}"))
+        return None
+    if version is not None and int(version) >= 9:
+        return Sourced("FIELD_PREFIXED", TABLE_VERSION)
+    if flag is not None:
+        return Sourced("VALUE_ONLY" if flag else "FIELD_PREFIXED", COMPLEX_NEW_ENCODING)
+    return None

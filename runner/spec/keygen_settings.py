@@ -66,7 +66,12 @@ class _Merger:
         self.structured: dict[str, tuple[Any, Path_]] = {}
         if "record_key" in target:
             self.structured["record_key"] = (target["record_key"], ("record_key",))
-        for key in ("partition_fields", "hive_style_partitioning", "url_encode"):
+        for key in (
+            "partition_fields",
+            "hive_style_partitioning",
+            "url_encode",
+            "complex_encoding",
+        ):
             if key in keygen:
                 self.structured[key] = (keygen[key], (*KG, key))
         if "type" in keygen and "class" in keygen:
@@ -142,6 +147,7 @@ def resolve_key_generator(target: Mapping[str, Any], report: Report) -> KeyGenSp
     listed = isinstance(pf_value, list)
     hive, _ = merge.pick("hive_style_partitioning")
     url, _ = merge.pick("url_encode")
+    encoding, encoding_at = merge.pick("complex_encoding", lambda v: str(v).upper())
 
     kind, _ = merge.pick("kind", lambda k: (k[0], str(k[1]).upper()))
     class_path = kind[1] if kind and kind[0] == "class" else None
@@ -203,6 +209,17 @@ def resolve_key_generator(target: Mapping[str, Any], report: Report) -> KeyGenSp
             f"key generator {kg_type} takes exactly one partition field, got "
             f"{len(parts)}; use COMPLEX or CUSTOM for several, NON_PARTITIONED for none",
         )
+    if described and described.partition_fields == "several" and not parts:
+        problem(
+            pf_path,
+            f"key generator {kg_type} needs at least one partition field (Hudi refuses it "
+            "without); use NON_PARTITIONED or GLOBAL_DELETE for a table without partitions",
+        )
+    prefixes = bool(described and described.field_prefixed_keys)
+    if encoding is not None and not prefixes:
+        if encoding_at and encoding_at[:2] != PROPS:
+            problem(encoding_at, f"applies to COMPLEX keys, not {kg_type}: remove it")
+        encoding = None  # Hudi's write properties apply to every table; only COMPLEX reads it
     if described and described.partition_fields == "none" and parts:
         if pf_at and pf_at[:2] == PROPS:
             names = ()  # Hudi ignores the partition path property for these generators
@@ -236,6 +253,9 @@ def resolve_key_generator(target: Mapping[str, Any], report: Report) -> KeyGenSp
         partition_fields=names,
         hive_style_partitioning=bool(hive),
         url_encode=bool(url),
+        complex_encoding="VALUE_ONLY"
+        if str(encoding).upper() == "VALUE_ONLY"
+        else "FIELD_PREFIXED",
         partition_types=part_types,
         timestamp=timestamp,
         class_path=class_path,

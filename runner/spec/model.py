@@ -20,6 +20,7 @@ OnBadRecord = RowAction
 IncrementalMode = Literal["new_files", "since_last", "column"]
 ExpansionPolicy = Literal["multiple_rehash", "overwrite", "none"]
 RestartPolicy = Literal["Never", "OnFailure", "Always"]
+ComplexEncoding = Literal["FIELD_PREFIXED", "VALUE_ONLY"]
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,7 @@ class KeyGenSpec:
     partition_fields: tuple[str, ...] = ()
     hive_style_partitioning: bool = False
     url_encode: bool = False
+    complex_encoding: ComplexEncoding = "FIELD_PREFIXED"  # a one-field COMPLEX key
     partition_types: tuple[str, ...] = ()
     timestamp: TimestampSpec | None = None
     class_path: str | None = None  # package.module:ClassName of a user's generator

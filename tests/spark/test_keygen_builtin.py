@@ -109,6 +109,16 @@ def test_single_field_complex_key_is_field_prefixed(spark, tmp_path):
     assert out[0]["record_key"] == "id:5"
 
 
+def test_single_field_complex_key_value_only_as_hudi_0_14_1_to_1_0_2_wrote(spark, tmp_path):
+    key_generator = {"type": "COMPLEX", "partition_fields": "r", "complex_encoding": "VALUE_ONLY"}
+    records = [{"id": 5, "r": "x"}, {"id": None, "r": "x"}]
+    out = _keys(spark, tmp_path, key_generator, "id", records)
+    assert out[0]["record_key"] == "5" and out[0]["partition_path"] == "x"
+    assert out[1] == {"error": 'recordKey value: "null" for field: "id" cannot be null or empty.'}
+    two = _keys(spark, tmp_path, key_generator, ["id", "r"], records[:1])
+    assert two[0]["record_key"] == "id:5,r:x"  # several fields: always field:value pairs
+
+
 @pytest.mark.parametrize(
     ("kind", "record_key", "expected"),
     [

@@ -327,3 +327,105 @@ def test_hudi_type_inference_picks_custom_for_typed_parts(tmp_path):
         )
     )
     assert spec.target.key_generator.type == "CUSTOM"
+
+
+@pytest.mark.parametrize(
+    ("properties", "expected"),
+    [
+        ({}, "FIELD_PREFIXED"),
+        ({"hoodie.write.complex.keygen.new.encoding": "true"}, "VALUE_ONLY"),
+        ({"hoodie.write.complex.keygen.new.encoding": "false"}, "FIELD_PREFIXED"),
+        (
+            {"hoodie.write.table.version": "8", "hoodie.write.complex.keygen.new.encoding": True},
+            "VALUE_ONLY",
+        ),
+        (
+            {"hoodie.write.table.version": "9", "hoodie.write.complex.keygen.new.encoding": True},
+            "FIELD_PREFIXED",
+        ),
+        (
+            {
+                "hoodie.write.table.version": "9",
+                "hoodie.table.complex.keygen.encoding": "value_only",
+            },
+            "VALUE_ONLY",
+        ),
+        ({"hoodie.table.complex.keygen.encoding": "FIELD_PREFIXED"}, "FIELD_PREFIXED"),
+    ],
+)
+def test_hudis_single_field_complex_encoding_matrix(tmp_path, properties, expected):
+    """HUDI-7001 (shared reference 1.2): the table's encoding wins, then table version >= 9
+    prefixes, then the new-encoding flag asks for the bare value."""
+    props = {
+        "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.partitionpath.field": "r",
+        "hoodie.datasource.write.keygenerator.class": f"{KG}ComplexKeyGenerator",
+        **properties,
+    }
+    spec = _spec(tmp_path, "key_generator:\n  properties: " + repr(props).replace("'", '"'))
+    keygen = load_spec(spec).target.key_generator
+    assert (keygen.type, keygen.complex_encoding) == ("COMPLEX", expected)
+
+
+def test_the_encoding_properties_are_checked_and_other_generators_ignore_them(tmp_path):
+    problems = _problems(
+        tmp_path,
+        """
+        record_key: id
+        key_generator:
+          type: COMPLEX
+          partition_fields: r
+          properties:
+            hoodie.table.complex.keygen.encoding: BARE
+        """,
+    )
+    assert any("hoodie.table.complex.keygen.encoding: 'BARE' is not one of" in p for p in problems)
+    simple = _spec(
+        tmp_path,
+        """
+        record_key: id
+        key_generator:
+          type: SIMPLE
+          partition_fields: r
+          properties: {hoodie.write.complex.keygen.new.encoding: "true"}
+        """,
+    )
+    assert load_spec(simple).target.key_generator.complex_encoding == "FIELD_PREFIXED"
+    structured = _problems(
+        tmp_path,
+        """
+        record_key: id
+        key_generator: {type: SIMPLE, partition_fields: r, complex_encoding: VALUE_ONLY}
+        """,
+    )
+    assert any("complex_encoding: applies to COMPLEX keys, not SIMPLE" in p for p in structured)
+
+
+def test_complex_without_a_partition_field_is_refused_as_hudi_does(tmp_path):
+    problems = _problems(
+        tmp_path,
+        """
+        record_key: [id, n]
+        key_generator: {type: COMPLEX}
+        """,
+    )
+    assert any(
+        "needs at least one partition field" in p and "NON_PARTITIONED" in p for p in problems
+    )
+
+
+def test_consistent_logical_timestamps_are_refused_with_the_alternative(tmp_path):
+    problems = _problems(
+        tmp_path,
+        """
+        record_key: id
+        key_generator:
+          type: SIMPLE
+          partition_fields: r
+          properties:
+            hoodie.datasource.write.keygenerator.consistent.logical.timestamp.enabled: "true"
+        """,
+    )
+    assert any(
+        "only false (Hudi's default) is supported" in p and "date_format" in p for p in problems
+    )

@@ -39,6 +39,7 @@ MODEL_DEFAULTS: dict[str, Any] = {
         m.KeyGenSpec, "hive_style_partitioning"
     ),
     "$defs/key_generator/properties/url_encode": _default(m.KeyGenSpec, "url_encode"),
+    "$defs/key_generator/properties/complex_encoding": _default(m.KeyGenSpec, "complex_encoding"),
     "$defs/index/properties/type": _default(m.IndexSpec, "type"),
     "$defs/timestamp/properties/scalar_time_unit": _default(m.TimestampSpec, "scalar_time_unit"),
     "$defs/timestamp/properties/input_formats_delimiter_regex": DEFAULT_FORMATS_DELIMITER,
@@ -73,6 +74,7 @@ VOCABULARIES = {
     "$defs/expectation/properties/action": m.RowAction,
     "$defs/expansion/properties/policy": m.ExpansionPolicy,
     "$defs/kubernetes/properties/restart_policy": m.RestartPolicy,
+    "$defs/key_generator/properties/complex_encoding": m.ComplexEncoding,
 }
 
 
