@@ -66,10 +66,10 @@ class UnreadableFileError(UserError):
         self.reason = reason
         self.skippable = skippable
         where = f"source '{source}'" if source else "an input"
-        fix = "; or set on_bad_file: skip on the source to go on without it" if source else ""
+        fix = "; or set on_bad_file: skip on the source to go on without it"
         super().__init__(
             f"{where} cannot read {path}: {reason}; nothing was written and no checkpoint "
-            f"moved: fix or remove the file{'' if skippable else fix}"
+            f"moved: fix or remove the file{fix if source and not skippable else ''}"
         )
 
 

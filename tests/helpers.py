@@ -70,3 +70,8 @@ def live_paths(table: Path, version: int | None = None) -> set[str]:
     """Relative paths of the table's live files (at a version), as the Delta log names them."""
     actions = pa.table(DeltaTable(str(table), version=version).get_add_actions(flatten=True))
     return set(actions.column("path").to_pylist())
+
+
+def file_bytes(root: Path) -> dict[str, bytes]:
+    """Every file under root with its bytes: what a "left as it was" check compares."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}

@@ -117,6 +117,7 @@ class PipelineRun:
         )
         self.summary.batch_id = batch_id
         self.table = locate(spec.target.path)  # object store settings, shipped to executors
+        self.write_strategy = bucket_write(spec.target)
         self.snapshot: TableSnapshot | None = None
         self.skipped: dict[str, UnreadableFileError] = {}  # unreadable files, by path
         # set by the stages as the run goes
@@ -141,6 +142,9 @@ class PipelineRun:
                 break
             except UnreadableFileError as bad:
                 self.skip(bad)  # or raise: the run stops with the file named
+        summary.files_skipped = [
+            {"source": b.source, "path": b.path, "reason": b.reason} for b in self.skipped.values()
+        ]
         if reached_commit:
             self.after_commit()
         summary.stage_seconds = self.stages.seconds
@@ -183,9 +187,6 @@ class PipelineRun:
             ) from bad
         log.warning("file_skipped", source=bad.source, path=bad.path, reason=bad.reason)
         self.skipped[bad.path] = bad
-        self.summary.files_skipped = [
-            {"source": b.source, "path": b.path, "reason": b.reason} for b in self.skipped.values()
-        ]
 
     def ingest(self) -> bool:
         """Sources to commit; True when the run got to its commit stage."""
@@ -244,7 +245,9 @@ class PipelineRun:
             if summary.rows_quarantined:
                 assert target.quarantine is not None, "enforce() fails the run without one"
                 with stages.stage("quarantine"), writing(target.quarantine.path):
-                    _quarantine(spec, summary, judged, batch.columns)
+                    context = self._quarantine_context()
+                    rows = quarantine_rows(judged, batch.columns, context).toArrow()
+                    self._append_quarantine(rows)
             log.info(
                 "batch_keyed",
                 rows=summary.rows_read,
@@ -318,7 +321,7 @@ class PipelineRun:
             merge=merge_settings(target),
             fault=faults.requested(),
         )
-        results = frame.mapInArrow(bucket_write(target).job(request), _result_struct()).collect()
+        results = frame.mapInArrow(self.write_strategy.job(request), _result_struct()).collect()
         written = [r for r in results if r.path]
         log.info("files_written", files=len(written), bytes=sum(r.size for r in written))
         return results
@@ -363,7 +366,7 @@ class PipelineRun:
         checkpoints, moved = _checkpoints(self.plans, points)
         new_files = [NewFile(r.path, r.size, r.stats) for r in results if r.path]
         changed = [r for r in results if r.changed]
-        removed = bucket_write(target).replaced(results, stored_files)
+        removed = self.write_strategy.replaced(results, stored_files)
         summary.inserted = sum(r.insert for r in results)
         summary.updated = sum(r.update for r in results)
         summary.deleted = sum(r.deleted for r in results)
@@ -431,10 +434,9 @@ class PipelineRun:
     def _quarantine_skipped(self) -> None:
         """Name the skipped files in the quarantine table, once every read of the batch is
         done (a file found unreadable later would start the batch again)."""
-        quarantine = self.target.quarantine
-        if not self.skipped or quarantine is None:
+        if not self.skipped or self.target.quarantine is None:
             return
-        context = _quarantine_context(self.spec, self.summary)
+        context = self._quarantine_context()
         bad = list(self.skipped.values())
         rows = pa.table(
             {
@@ -445,9 +447,25 @@ class PipelineRun:
             },
             schema=pa.schema([(n, pa.string()) for n in QUARANTINE_COLUMNS]),
         )
-        append_quarantine(
-            quarantine.path, rows, {**context, "table": self.target.path}, self.app_id
-        )
+        self._append_quarantine(rows)
+
+    def _quarantine_context(self) -> dict[str, Any]:
+        """The run's context on each quarantined row (QUARANTINE_COLUMNS before _rule)."""
+        summary = self.summary
+        return {
+            "pipeline": self.spec.name,
+            "run_id": summary.run_id,
+            "instant": summary.instant,
+            "batch_id": summary.batch_id,
+        }
+
+    def _append_quarantine(self, rows: pa.Table) -> None:
+        """Append to the quarantine table before the target's commit, so nothing is lost;
+        with a batch id, in the same app transaction (a re-run appends nothing twice)."""
+        quarantine = self.target.quarantine
+        assert quarantine is not None, "enforce() fails the run without a quarantine"
+        metadata = {**self._quarantine_context(), "table": self.target.path}
+        append_quarantine(quarantine.path, rows, metadata, self.app_id)
 
     def after_commit(self) -> None:
         """Expansion and cleaning the spec asks for once a version is committed."""
@@ -464,12 +482,11 @@ class PipelineRun:
                 summary.files_cleaned = len(clean_table(self.spec).files)
 
 
-def _nothing_new(summary: RunSummary, plans: list[SourcePlan], stages: Stages) -> RunSummary:
+def _nothing_new(summary: RunSummary, plans: list[SourcePlan], stages: Stages) -> None:
     summary.sources = {p.source.name: p.summary() for p in plans}
     summary.nothing_new = True
     summary.stage_seconds = stages.seconds
     log.info("nothing_new", sources=list(summary.sources))
-    return summary
 
 
 def _commit_checkpoints_only(
@@ -636,28 +653,6 @@ def _touched_groups(judged: DataFrame) -> tuple[dict[Group, int], Verdicts]:
         key = (r[FATE], r[RULE])
         counts[key] = counts.get(key, 0) + r["count"]
     return groups, Verdicts.from_counts(counts)
-
-
-def _quarantine(
-    spec: PipelineSpec, summary: RunSummary, judged: DataFrame, input_columns: list[str]
-) -> None:
-    """Append the quarantined rows to the quarantine table, before the target's commit."""
-    quarantine = spec.target.quarantine
-    assert quarantine is not None, "enforce() fails the run without a quarantine"
-    context = _quarantine_context(spec, summary)
-    rows = quarantine_rows(judged, input_columns, context).toArrow()
-    batch = batch_app_id(spec, summary.batch_id) if summary.batch_id else None
-    append_quarantine(quarantine.path, rows, {**context, "table": spec.target.path}, batch)
-
-
-def _quarantine_context(spec: PipelineSpec, summary: RunSummary) -> dict[str, Any]:
-    """The run's context on each quarantined row (QUARANTINE_COLUMNS before _rule)."""
-    return {
-        "pipeline": spec.name,
-        "run_id": summary.run_id,
-        "instant": summary.instant,
-        "batch_id": summary.batch_id,
-    }
 
 
 def _stored_files(

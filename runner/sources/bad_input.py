@@ -82,7 +82,7 @@ def line_of(file_uri: str, raw: str | None) -> int | None:
     path = local_path(file_uri)
     if path is None or not raw:
         return None
-    first = raw.splitlines()[0] if raw.splitlines() else raw
+    first = (raw.splitlines() or [raw])[0]
     try:
         with open(path, "rb") as handle:
             seen = 0

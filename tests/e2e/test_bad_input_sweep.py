@@ -20,6 +20,7 @@ from deltalake import write_deltalake
 
 from runner.commands.run import run_pipeline
 from runner.spec import load_spec
+from tests.helpers import file_bytes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
@@ -48,13 +49,6 @@ def _json_source(directory: Path, lines: list[str], schema: str | None = None) -
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "a.json").write_text("".join(line + "\n" for line in lines))
     return {"format": "json", "path": str(directory), **({"schema": schema} if schema else {})}
-
-
-def _tree(root: Path) -> dict[str, bytes]:
-    """Every file under root with its bytes (the walk a byte-for-byte check needs)."""
-    return {
-        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
-    }
 
 
 @pytest.fixture(scope="module")
@@ -202,12 +196,20 @@ def _bad_csv(directory: Path) -> dict:
 @pytest.mark.parametrize("name", list(CASES))
 def test_bad_input_is_named_and_changes_nothing(work, name):
     build, code, expected = CASES[name]
-    before = _tree(work / "table"), _tree(work / "old_dataset"), _tree(work / "foreign")
+    before = (
+        file_bytes(work / "table"),
+        file_bytes(work / "old_dataset"),
+        file_bytes(work / "foreign"),
+    )
 
     done = _run(work, name, build(work))
 
     _check(done, code, expected)
-    after = _tree(work / "table"), _tree(work / "old_dataset"), _tree(work / "foreign")
+    after = (
+        file_bytes(work / "table"),
+        file_bytes(work / "old_dataset"),
+        file_bytes(work / "foreign"),
+    )
     assert after == before
 
 
@@ -237,7 +239,7 @@ def read_only(work):
 
 def test_a_read_only_target_fails_in_one_line(read_only):
     work = read_only
-    before = _tree(work / "table")
+    before = file_bytes(work / "table")
     source = _json_source(
         work / "cases" / "read_only" / "in",
         ['{"id": 7, "city": "b", "v": 7}'],
@@ -245,7 +247,7 @@ def test_a_read_only_target_fails_in_one_line(read_only):
     )
     done = _run(work, "read_only", _spec(source, work / "table"))
     _check(done, 1, "Read-only file system")
-    assert _tree(work / "table") == before
+    assert file_bytes(work / "table") == before
 
 
 def test_a_full_file_system_fails_in_one_line_and_keeps_the_table(work, spark, tmp_path):
@@ -259,7 +261,7 @@ def test_a_full_file_system_fails_in_one_line_and_keeps_the_table(work, spark, t
         )
         (tmp_path / "small.yaml").write_text(yaml.safe_dump(_spec(source, disk / "table")))
         run_pipeline(load_spec(tmp_path / "small.yaml"), spark=spark)
-        before = _tree(disk)
+        before = file_bytes(disk)
         big = [
             json.dumps({"id": 100 + i, "city": "a", "v": i, "pad": os.urandom(3000).hex()})
             for i in range(2000)
@@ -267,7 +269,7 @@ def test_a_full_file_system_fails_in_one_line_and_keeps_the_table(work, spark, t
         wide = _json_source(tmp_path / "big", big, "id long, city string, v long, pad string")
         done = _run(work, "full", _spec(wide, disk / "table"))
         _check(done, 1, "No space left on device")
-        assert _tree(disk) == before
+        assert file_bytes(disk) == before
     finally:
         subprocess.run(["umount", str(disk)], check=True)
 

@@ -20,7 +20,7 @@ from runner.commands.run import run_pipeline
 from runner.errors import BadRecordsError, UnreadableFileError
 from runner.sources.bad_input import reading
 from runner.spec import load_spec
-from tests.helpers import read_table
+from tests.helpers import file_bytes, read_table
 
 pytestmark = pytest.mark.spark
 
@@ -57,15 +57,11 @@ def _rows(table: Path) -> list[dict]:
     return frame.to_dict("records")
 
 
-def _tree(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
-
-
 def test_malformed_json_records_fail_the_run_naming_file_and_line(spark, tmp_path):
     spec = _spec(tmp_path, {"format": "json", "schema": SCHEMA})
     _json_lines(tmp_path / "in" / "a.json", [json.dumps(r) for r in GOOD])
     run_pipeline(load_spec(spec), spark=spark)
-    before = _tree(tmp_path / "table")
+    before = file_bytes(tmp_path / "table")
     _json_lines(
         tmp_path / "in" / "a.json",
         [json.dumps(GOOD[0]), '{"id": 3, "city": "c", "v": "ten"}', "{not json"],
@@ -80,7 +76,7 @@ def test_malformed_json_records_fail_the_run_naming_file_and_line(spark, tmp_pat
     assert f"{tmp_path}/in/a.json:2: " in message and '"v": "ten"' in message
     assert f"{tmp_path}/in/a.json:3: " in message and "{not json" in message
     assert "on_bad_record" in message
-    assert _tree(tmp_path / "table") == before
+    assert file_bytes(tmp_path / "table") == before
 
 
 def test_malformed_csv_records_are_dropped_and_counted_even_in_columns_a_pass_skips(
@@ -143,7 +139,7 @@ def test_a_corrupt_parquet_file_stops_the_run_with_its_name_and_reason(spark, tm
     spec = _spec(tmp_path, {"format": "parquet"})
     _parquet(tmp_path / "in" / "good.parquet", GOOD)
     run_pipeline(load_spec(spec), spark=spark)
-    before = _tree(tmp_path / "table")
+    before = file_bytes(tmp_path / "table")
     (tmp_path / "in" / "x.parquet").write_bytes(b"this is not parquet at all")
 
     with pytest.raises(UnreadableFileError) as failed:
@@ -154,7 +150,7 @@ def test_a_corrupt_parquet_file_stops_the_run_with_its_name_and_reason(spark, tm
     assert message.startswith(f"source 'src' cannot read {tmp_path}/in/x.parquet: ")
     assert "is not a Parquet file" in message and "on_bad_file: skip" in message
     assert "\tat org.apache" not in message
-    assert _tree(tmp_path / "table") == before
+    assert file_bytes(tmp_path / "table") == before
 
 
 def test_skipped_files_are_named_quarantined_and_passed_by_the_checkpoint(spark, tmp_path):
