@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+WARMUP_MAX_ROWS = 2_000_000
+SKIPPABLE_PEERS = ("delta-merge", "naive-rewrite", "spark-parquet")  # bench.write.PEERS
 
 
 def validate_seconds(repeats: int) -> float:
@@ -40,12 +42,17 @@ def render(results: list[dict]) -> str:
                 f"| {r['scenario']} | {r['runner_s']:.2f} | {peer} | {seconds:.2f} | "
                 f"{seconds / r['runner_s']:.2f} |"
             )
+        for peer, why in r.get("peers_skipped", {}).items():
+            lines.append(f"| {r['scenario']} | {r['runner_s']:.2f} | {peer} | skipped ({why}) | |")
         for system, size in r.get("bytes_written", {}).items():
             lines.append(f"| ↳ bytes written | | {system} | {size / 2**20:.1f} MiB | |")
         for system, size in r.get("bytes_replaced", {}).items():
             lines.append(f"| ↳ stored bytes replaced | | {system} | {size / 2**20:.1f} MiB | |")
         for what, count in r.get("touched", {}).items():
             lines.append(f"| ↳ {what} | | | {count} | |")
+        if r.get("runner_stages_median"):
+            stages = ", ".join(f"{k} {v:.2f}" for k, v in r["runner_stages_median"].items())
+            lines.append(f"| ↳ runner stages (s, median) | | runner | {stages} | |")
     return "\n".join(lines)
 
 
@@ -62,8 +69,23 @@ def main() -> None:
         default="0.001,0.01,0.1",
         help="upsert batch sizes as fractions of --rows (default 0.001,0.01,0.1)",
     )
+    parser.add_argument(
+        "--skip-peer",
+        action="append",
+        default=[],
+        choices=SKIPPABLE_PEERS,
+        help="do not run this write peer (repeatable); the table says it was skipped",
+    )
+    parser.add_argument(
+        "--warmup",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=f"one untimed run per system before the timed ones (default: only up to "
+        f"{WARMUP_MAX_ROWS:,} rows; above, a warm-up costs minutes and JIT is noise)",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/results/write.json"))
     args = parser.parse_args()
+    warmup = args.warmup if args.warmup is not None else args.rows <= WARMUP_MAX_ROWS
 
     from bench.expand import run_expand_benchmarks
     from bench.write import run_write_benchmarks
@@ -80,7 +102,14 @@ def main() -> None:
         if args.only in (None, "write"):
             fractions = tuple(float(f) for f in args.fractions.split(","))
             results += run_write_benchmarks(
-                spark, Path(tmp), args.rows, args.repeats, args.buckets, fractions
+                spark,
+                Path(tmp),
+                args.rows,
+                args.repeats,
+                args.buckets,
+                fractions,
+                skip=args.skip_peer,
+                warmup=warmup,
             )
         if args.only in (None, "expand"):
             results += run_expand_benchmarks(
@@ -100,6 +129,8 @@ def main() -> None:
         "rows": args.rows,
         "repeats": args.repeats,
         "buckets": args.buckets,
+        "warmup": warmup,
+        "skipped_peers": args.skip_peer,
         "machine": f"{platform.machine()}, {platform.system()}",
         "python": platform.python_version(),
     }

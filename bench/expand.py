@@ -12,20 +12,18 @@ import statistics
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-from bench.write import checksum, make_rows, spec_file, timed
+from bench.write import checksum, delta_dataset, parquet_dataset, spec_file, timed, write_source
 from runner.commands.expand import expand_table
 from runner.commands.run import run_pipeline
 
 
 def run_expand_benchmarks(spark, work: Path, rows: int, repeats: int, buckets: int) -> list[dict]:
     src = work / "expand_src"
-    src.mkdir(parents=True)
-    base = make_rows(rows, seed=5)
-    pq.write_table(base, src / "part-0.parquet")
-    expected = checksum(base)
+    expected = write_source(src, rows, seed=5)
     pristine = work / "expand_pristine"
     run_pipeline(spec_file(work, "expand_load", "bulk_insert", src, pristine, buckets), spark=spark)
     table = work / "expand_table"
@@ -40,9 +38,10 @@ def run_expand_benchmarks(spark, work: Path, rows: int, repeats: int, buckets: i
         times[policy] = timed(
             repeats, fresh, lambda p=policy: expand_table(spec, 2 * buckets, p, spark=spark)
         )
-        after = DeltaTable(str(table)).to_pyarrow_table()
+        after = delta_dataset(table)
         assert checksum(after) == expected, policy
-        assert max(after.column("_bucket").to_pylist()) >= buckets, policy
+        top = pc.max(after.to_table(columns=["_bucket"]).column("_bucket")).as_py()
+        assert top >= buckets, policy
 
     copy_dir = work / "expand_copy"
     files = DeltaTable(str(pristine)).file_uris()
@@ -60,7 +59,7 @@ def run_expand_benchmarks(spark, work: Path, rows: int, repeats: int, buckets: i
         lambda: (shutil.rmtree(copy_dir, ignore_errors=True), copy_dir.mkdir()),
         copy_files,
     )
-    assert checksum(pq.read_table(copy_dir)) == expected
+    assert checksum(parquet_dataset(copy_dir)) == expected
     return [
         {
             "scenario": f"expand {buckets} -> {2 * buckets} buckets, {rows:,} rows x 8 "

@@ -1,24 +1,31 @@
 """Write-path benchmarks: the runner beside the peers a user would compare it with.
 
-    python -m bench write [--rows 200000] [--repeats 3] [--buckets 16]
+    python -m bench --only write [--rows 200000] [--repeats 3] [--buckets 16]
 
 Scenarios, each checked (row count and checksums equal across systems) before it is timed:
 - bulk_insert of R rows vs Spark's own `partitionBy(...).parquet(...)` of the same rows;
-- upsert of a 1 % batch into an R-row table vs delta-rs `DeltaTable.merge` and vs a naive
-  Spark rewrite (anti-join, union, overwrite), with the bytes each one rewrites.
+- upserts of batches (each --fractions of R) into an R-row table vs delta-rs
+  `DeltaTable.merge` and vs a naive Spark rewrite (anti-join, union, overwrite), with the
+  bytes each one rewrites.
+
+Data is generated with numpy and pyarrow compute (seeded, no Python loop over rows) and
+written CHUNK_ROWS rows per parquet file, so a 20,000,000-row source never sits in memory;
+checksums stream the `id` and `amount` columns batch by batch.
 """
 
 from __future__ import annotations
 
-import random
 import shutil
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import yaml
 from deltalake import DeltaTable, write_deltalake
@@ -27,28 +34,87 @@ from runner.commands.run import run_pipeline
 from runner.spec import load_spec
 
 CITIES = ["ams", "sf", "nyc", "sp", "tokyo", "lagos", "paris", "delhi"]
+CHUNK_ROWS = 1_000_000  # rows generated and written at a time: one parquet file each
+PEERS = {  # --skip-peer NAME -> the peer as reported
+    "spark-parquet": "spark partitionBy().parquet",
+    "delta-merge": "delta-rs merge",
+    "naive-rewrite": "naive spark rewrite",
+}
 
 
-def make_rows(n: int, seed: int, ids: list[int] | None = None, ts: int = 1) -> pa.Table:
-    rng = random.Random(seed)
-    ids = ids if ids is not None else list(range(n))
+def make_rows(
+    n: int, seed: int | tuple[int, ...], ids: Iterable[int] | None = None, ts: int = 1
+) -> pa.Table:
+    """Rows with ids 0..n-1 (or `ids`, then n is ignored), the same for the same seed."""
+    id_array = np.arange(n, dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    amount = np.round(rng.uniform(0, 500, len(id_array)), 2)
+    note = pc.cast(pa.array(rng.integers(0, 10**6, len(id_array))), pa.string())
     return pa.table(
         {
-            "id": pa.array(ids, pa.int64()),
-            "city": [CITIES[i % len(CITIES)] for i in ids],
-            "ts": pa.array([ts] * len(ids), pa.int64()),
-            "amount": [round(rng.uniform(0, 500), 2) for _ in ids],
-            "note": [f"note-{rng.randrange(10**6):06d}" for _ in ids],
+            "id": pa.array(id_array, pa.int64()),
+            "city": pa.array(CITIES).take(pa.array(id_array % len(CITIES))),
+            "ts": pa.array(np.full(len(id_array), ts, dtype=np.int64)),
+            "amount": pa.array(amount, pa.float64()),
+            "note": pc.binary_join_element_wise("note-", pc.utf8_lpad(note, 6, "0"), ""),
         }
     )
 
 
-def checksum(table: pa.Table) -> tuple[int, int, float]:
-    return (
-        table.num_rows,
-        pc.sum(table["id"]).as_py(),
-        round(pc.sum(table["amount"]).as_py(), 2),
-    )
+@dataclass(frozen=True)
+class Checksum:
+    """Row count, sum of ids and sum of amounts in cents: exact, whatever the row order."""
+
+    rows: int = 0
+    id_sum: int = 0
+    cents: int = 0
+
+    def __add__(self, other: Checksum) -> Checksum:
+        return Checksum(
+            self.rows + other.rows, self.id_sum + other.id_sum, self.cents + other.cents
+        )
+
+    def __sub__(self, other: Checksum) -> Checksum:
+        return Checksum(
+            self.rows - other.rows, self.id_sum - other.id_sum, self.cents - other.cents
+        )
+
+
+def checksum(data: pa.Table | ds.Dataset, where: pc.Expression | None = None) -> Checksum:
+    """Of a table, or of a dataset read batch by batch (only `id` and `amount`)."""
+    if isinstance(data, ds.Dataset):
+        batches = data.to_batches(columns=["id", "amount"], filter=where)
+    else:
+        table = data.select(["id", "amount"])
+        batches = (table.filter(where) if where is not None else table).to_batches()
+    total = Checksum()
+    for batch in batches:  # a loop over record batches, not rows
+        cents = pc.cast(pc.round(pc.multiply(batch.column("amount"), 100)), pa.int64())
+        total += Checksum(
+            batch.num_rows,
+            pc.sum(batch.column("id")).as_py() or 0,
+            pc.sum(cents).as_py() or 0,
+        )
+    return total
+
+
+def parquet_dataset(path: Path) -> ds.Dataset:
+    return ds.dataset(str(path), format="parquet")
+
+
+def delta_dataset(path: Path) -> ds.Dataset:
+    return DeltaTable(str(path)).to_pyarrow_dataset()
+
+
+def write_source(directory: Path, rows: int, seed: int, chunk_rows: int = CHUNK_ROWS) -> Checksum:
+    """`rows` rows into `directory`, chunk_rows per parquet file; their checksum."""
+    directory.mkdir(parents=True, exist_ok=True)
+    total = Checksum()
+    for i, start in enumerate(range(0, rows, chunk_rows)):
+        chunk = make_rows(0, seed=(seed, i), ids=np.arange(start, min(start + chunk_rows, rows)))
+        pq.write_table(chunk, directory / f"part-{i:05d}.parquet")
+        total += checksum(chunk)
+    return total
 
 
 def spec_file(work: Path, name: str, operation: str, source: Path, table: Path, buckets: int):
@@ -69,59 +135,102 @@ def spec_file(work: Path, name: str, operation: str, source: Path, table: Path, 
     return load_spec(path)
 
 
-def timed(repeats: int, prepare: Callable[[], None], run: Callable[[], object]) -> list[float]:
-    """Seconds of each of `repeats` runs, after one untimed warm-up run (JIT, caches)."""
-    prepare()
-    run()
+def timed(
+    repeats: int,
+    prepare: Callable[[], None],
+    run: Callable[[], object],
+    outputs: list | None = None,
+    warmup: bool = True,
+) -> list[float]:
+    """Seconds of each of `repeats` runs, after one untimed warm-up run (JIT, caches) unless
+    warmup is False; what each timed run returned goes to `outputs`."""
+    if warmup:
+        prepare()
+        run()
     times = []
     for _ in range(repeats):
         prepare()
         start = time.perf_counter()
-        run()
+        result = run()
         times.append(time.perf_counter() - start)
+        if outputs is not None:
+            outputs.append(result)
     return times
+
+
+def stage_report(summaries: list) -> dict:
+    """Each run's stage seconds (RunSummary.stage_seconds) and the median per stage."""
+    runs = [dict(s.stage_seconds) for s in summaries]
+    stages = list(dict.fromkeys(stage for run in runs for stage in run))
+    median = {
+        stage: round(statistics.median(run[stage] for run in runs if stage in run), 3)
+        for stage in stages
+    }
+    return {"runner_stage_seconds": runs, "runner_stages_median": median}
 
 
 def dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*.parquet"))
 
 
+def percent(fraction: float) -> str:
+    return f"{fraction:.1%}" if fraction >= 0.001 else f"{fraction * 100:.2g}%"
+
+
 FRACTIONS = (0.001, 0.01, 0.1)
 
 
 def run_write_benchmarks(
-    spark, work: Path, rows: int, repeats: int, buckets: int, fractions=FRACTIONS
+    spark,
+    work: Path,
+    rows: int,
+    repeats: int,
+    buckets: int,
+    fractions=FRACTIONS,
+    skip: Iterable[str] = (),
+    warmup: bool = True,
 ) -> list[dict]:
+    """The write scenarios; `skip` holds PEERS keys not to run (too slow at the size)."""
+    skip = frozenset(skip)
+    unknown = skip - PEERS.keys()
+    assert not unknown, f"unknown peers {sorted(unknown)}; known: {sorted(PEERS)}"
+    skipped = {PEERS[name]: f"--skip-peer {name}" for name in sorted(skip)}
     results = []
     base_src = work / "base_src"
-    base_src.mkdir(parents=True)
-    base = make_rows(rows, seed=1)
-    pq.write_table(base, base_src / "part-0.parquet")
-    expected = checksum(base)
+    expected = write_source(base_src, rows, seed=1)
 
     # 1. bulk_insert vs Spark partitionBy(...).parquet
     runner_table = work / "bulk_runner"
     spec = spec_file(work, "bulk", "bulk_insert", base_src, runner_table, buckets)
+    summaries: list = []
     t_runner = timed(
         repeats,
         lambda: shutil.rmtree(runner_table, ignore_errors=True),
         lambda: run_pipeline(spec, spark=spark),
+        summaries,
+        warmup,
     )
-    assert checksum(DeltaTable(str(runner_table)).to_pyarrow_table()) == expected
-    plain = work / "bulk_spark"
+    assert checksum(delta_dataset(runner_table)) == expected
+    peers = {}
+    if "spark-parquet" not in skip:
+        plain = work / "bulk_spark"
 
-    def spark_write() -> None:
-        spark.read.parquet(str(base_src)).write.mode("overwrite").partitionBy("city").parquet(
-            str(plain)
-        )
+        def spark_write() -> None:
+            spark.read.parquet(str(base_src)).write.mode("overwrite").partitionBy("city").parquet(
+                str(plain)
+            )
 
-    t_spark = timed(repeats, lambda: None, spark_write)
-    assert checksum(pq.read_table(plain)) == expected
+        t_spark = timed(repeats, lambda: None, spark_write, warmup=warmup)
+        assert checksum(parquet_dataset(plain)) == expected
+        shutil.rmtree(plain)
+        peers[PEERS["spark-parquet"]] = statistics.median(t_spark)
     results.append(
         {
             "scenario": f"bulk_insert {rows:,} rows, {buckets} buckets x {len(CITIES)} partitions",
             "runner_s": statistics.median(t_runner),
-            "peers": {"spark partitionBy().parquet": statistics.median(t_spark)},
+            "peers": peers,
+            **_skipped(skipped, "spark-parquet"),
+            **stage_report(summaries),
         }
     )
 
@@ -129,18 +238,21 @@ def run_write_benchmarks(
     #    keys): spread over every partition, and concentrated in one partition, the case a
     #    bucket index is made for
     delta_base = work / "delta_base"
-    write_deltalake(str(delta_base), base, partition_by=["city"])
-    rng = random.Random(2)
-    ams = range(0, rows, len(CITIES))  # every id here is city "ams"
+    if "delta-merge" not in skip:
+        source = parquet_dataset(base_src).scanner(batch_size=128 * 1024).to_reader()
+        write_deltalake(str(delta_base), source, partition_by=["city"])
+    rng = np.random.default_rng(2)
+    ams_rows = len(range(0, rows, len(CITIES)))  # ids 0, 8, 16, ...: every one city "ams"
     for fraction in fractions:
-        n = max(1, int(rows * fraction))
-        spread = rng.sample(range(rows), n)
-        one_partition = rng.sample(ams, min(n, len(ams)))
+        n = max(1, round(rows * fraction))
+        spread = rng.choice(rows, n, replace=False)
+        one_partition = rng.choice(ams_rows, min(n, ams_rows), replace=False) * len(CITIES)
         for label, ids in (
             ("spread over all partitions", spread),
             ("in one partition", one_partition),
         ):
-            new_keys = [rows + i * len(CITIES) for i in range(len(ids) // 10)]  # also "ams"
+            new_keys = rows + np.arange(len(ids) // 10, dtype=np.int64) * len(CITIES)  # "ams"
+            batch_ids = np.concatenate([ids.astype(np.int64), new_keys])
             results.append(
                 _upsert(
                     spark,
@@ -148,34 +260,57 @@ def run_write_benchmarks(
                     runner_table,
                     delta_base,
                     base_src,
-                    base,
-                    ids + new_keys,
-                    f"upsert {len(ids) + len(new_keys):,} rows ({fraction:.1%}) {label} "
-                    f"into {rows:,}",
+                    expected,
+                    batch_ids,
+                    f"upsert {len(batch_ids):,} rows ({percent(fraction)}) {label} into {rows:,}",
                     repeats,
                     buckets,
+                    skip,
+                    skipped,
+                    warmup,
                 )
             )
     return results
 
 
-def _upsert(spark, work, runner_table, delta_base, base_src, base, ids, label, repeats, buckets):
-    batch = make_rows(len(ids), seed=3, ids=ids, ts=2)
+def _skipped(skipped: dict[str, str], *names: str) -> dict:
+    shown = {PEERS[n]: skipped[PEERS[n]] for n in names if PEERS[n] in skipped}
+    return {"peers_skipped": shown} if shown else {}
+
+
+def _upsert(
+    spark,
+    work,
+    runner_table,
+    delta_base,
+    base_src,
+    base_checksum,
+    ids,
+    label,
+    repeats,
+    buckets,
+    skip,
+    skipped,
+    warmup,
+):
+    batch = make_rows(0, seed=3, ids=ids, ts=2)
+    assert pc.count_distinct(batch["id"]).as_py() == batch.num_rows
     batch_src = work / "batch_src"
     shutil.rmtree(batch_src, ignore_errors=True)
     batch_src.mkdir()
     pq.write_table(batch, batch_src / "part-0.parquet")
-    merged = {r["id"]: r for r in base.to_pylist()}
-    merged.update({r["id"]: r for r in batch.to_pylist()})
-    expected_after = checksum(pa.Table.from_pylist(list(merged.values()), schema=base.schema))
+    # the stored rows of the batch's keys give way to the batch's rows
+    replaced_rows = checksum(parquet_dataset(base_src), pc.field("id").isin(batch["id"]))
+    expected_after = base_checksum - replaced_rows + checksum(batch)
     written: dict[str, int] = {}
     replaced: dict[str, int] = {}  # bytes of stored files the upsert replaced
     touched: dict[str, int] = {}
+    peers: dict[str, float] = {}
 
     # the runner: the bulk-loaded table, copied fresh for every repeat
     upsert_spec = spec_file(work, "upsert", "upsert", batch_src, work / "upsert_runner", buckets)
 
-    def runner_upsert() -> None:
+    def runner_upsert():
         before = _live_files(DeltaTable(str(work / "upsert_runner")))
         summary = run_pipeline(upsert_spec, spark=spark)
         after = _live_files(DeltaTable(str(work / "upsert_runner")))
@@ -183,56 +318,75 @@ def _upsert(spark, work, runner_table, delta_base, base_src, base, ids, label, r
         replaced["runner"] = sum(size for path, size in before.items() if path not in after)
         touched["runner buckets"] = summary.buckets_touched
         touched["runner buckets in the table"] = len(before)
+        return summary
 
+    summaries: list = []
     t_upsert = timed(
-        repeats, lambda: _fresh_copy(runner_table, work / "upsert_runner"), runner_upsert
+        repeats,
+        lambda: _fresh_copy(runner_table, work / "upsert_runner"),
+        runner_upsert,
+        summaries,
+        warmup,
     )
-    assert checksum(DeltaTable(str(work / "upsert_runner")).to_pyarrow_table()) == expected_after
+    assert checksum(delta_dataset(work / "upsert_runner")) == expected_after
+    shutil.rmtree(work / "upsert_runner")
 
     # delta-rs MERGE on the same rows, partitioned by city
-    def delta_merge() -> None:
-        table = DeltaTable(str(work / "delta_merge"))
-        before = _live_files(table)
-        (
-            table.merge(
-                batch,
-                predicate="t.id = s.id AND t.city = s.city",
-                source_alias="s",
-                target_alias="t",
-            )
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .execute()
-        )
-        table.update_incremental()
-        after = _live_files(table)
-        written["delta-rs merge"] = sum(size for path, size in after.items() if path not in before)
-        replaced["delta-rs merge"] = sum(size for path, size in before.items() if path not in after)
+    if "delta-merge" not in skip:
 
-    t_merge = timed(repeats, lambda: _fresh_copy(delta_base, work / "delta_merge"), delta_merge)
-    assert checksum(DeltaTable(str(work / "delta_merge")).to_pyarrow_table()) == expected_after
+        def delta_merge() -> None:
+            table = DeltaTable(str(work / "delta_merge"))
+            before = _live_files(table)
+            (
+                table.merge(
+                    batch,
+                    predicate="t.id = s.id AND t.city = s.city",
+                    source_alias="s",
+                    target_alias="t",
+                )
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute()
+            )
+            table.update_incremental()
+            after = _live_files(table)
+            written["delta-rs merge"] = sum(s for p, s in after.items() if p not in before)
+            replaced["delta-rs merge"] = sum(s for p, s in before.items() if p not in after)
+
+        t_merge = timed(
+            repeats,
+            lambda: _fresh_copy(delta_base, work / "delta_merge"),
+            delta_merge,
+            warmup=warmup,
+        )
+        assert checksum(delta_dataset(work / "delta_merge")) == expected_after
+        shutil.rmtree(work / "delta_merge")
+        peers[PEERS["delta-merge"]] = statistics.median(t_merge)
 
     # naive Spark: read everything, anti-join, union, overwrite everything
-    def naive() -> None:
-        old = spark.read.parquet(str(base_src))
-        new = spark.read.parquet(str(batch_src))
-        out = old.join(new.select("id"), "id", "left_anti").unionByName(new)
-        out.write.mode("overwrite").partitionBy("city").parquet(str(work / "naive"))
+    if "naive-rewrite" not in skip:
 
-    t_naive = timed(repeats, lambda: None, naive)
-    assert checksum(pq.read_table(work / "naive")) == expected_after
-    written["naive spark rewrite"] = dir_bytes(work / "naive")
-    replaced["naive spark rewrite"] = dir_bytes(base_src)  # all of it, every time
+        def naive() -> None:
+            old = spark.read.parquet(str(base_src))
+            new = spark.read.parquet(str(batch_src))
+            out = old.join(new.select("id"), "id", "left_anti").unionByName(new)
+            out.write.mode("overwrite").partitionBy("city").parquet(str(work / "naive"))
+
+        t_naive = timed(repeats, lambda: None, naive, warmup=warmup)
+        assert checksum(parquet_dataset(work / "naive")) == expected_after
+        written[PEERS["naive-rewrite"]] = dir_bytes(work / "naive")
+        replaced[PEERS["naive-rewrite"]] = dir_bytes(base_src)  # all of it, every time
+        shutil.rmtree(work / "naive")
+        peers[PEERS["naive-rewrite"]] = statistics.median(t_naive)
     return {
         "scenario": label,
         "runner_s": statistics.median(t_upsert),
-        "peers": {
-            "delta-rs merge": statistics.median(t_merge),
-            "naive spark rewrite": statistics.median(t_naive),
-        },
+        "peers": peers,
+        **_skipped(skipped, "delta-merge", "naive-rewrite"),
         "bytes_written": written,
         "bytes_replaced": replaced,
         "touched": touched,
+        **stage_report(summaries),
     }
 
 

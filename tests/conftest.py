@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.delta_spark import SPARK_CONF as DELTA_SPARK_CONF
+from tests.delta_spark import delta_jars, needs_delta_spark  # noqa: F401
 from tests.postgres import jdbc_jar, postgres  # noqa: F401  (one server per test session)
 
 # The folder says what a test needs: tests/spark the shared session, tests/e2e the CLI.
@@ -26,14 +28,15 @@ def spark():
     if problem:
         pytest.skip(f"Spark cannot start: {problem}")
     jar = jdbc_jar()  # the PostgreSQL driver, installed when missing; starts no server
+    # delta-spark, the reference Delta reader (fetched once into a cache, [] when it cannot
+    # be): its session extension is static, so it joins here or never (tests/delta_spark.py)
+    delta = delta_jars()
+    conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}
     session = spark_session(
-        SparkSettings(
-            master="local[2]",
-            conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},
-        ),
+        SparkSettings(master="local[2]", conf={**conf, **(DELTA_SPARK_CONF if delta else {})}),
         app_name="tests",
         console_progress=False,
-        jars=[jar] if jar else [],
+        jars=([jar] if jar else []) + delta,
     )
     yield session
     session.stop()

@@ -55,7 +55,8 @@ def write_batch(directory: Path, frame: pd.DataFrame, schema: pa.Schema | None =
 
 
 def read_table(path: Path) -> pd.DataFrame:
-    return DeltaTable(str(path)).to_pyarrow_table().to_pandas()
+    """The table's rows through delta-rs' scan(), which honours deletion vectors."""
+    return pa.table(DeltaTable(str(path)).scan().read_all()).to_pandas()
 
 
 def log_actions(table: Path, version: int) -> list[dict]:

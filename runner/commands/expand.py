@@ -31,15 +31,13 @@ from runner.ops.summary import human_size
 from runner.ops.uncommitted import remove_uncommitted
 from runner.session import spark_session
 from runner.spec.model import PipelineSpec, Target
-from runner.table.commit import NewFile
 from runner.table.config import check_table_settings
 from runner.table.layout_commit import commit_relayout, local_root
+from runner.table.log_entry import NewFile
 from runner.table.meta import BUCKET, PARTITION_PATH, RECORD_KEY
-from runner.table.reader import read_files
+from runner.table.reader import ROW_INDEX, SOURCE_FILE, read_files
 from runner.table.regroup_writer import (
     REGROUP_RESULT_SCHEMA,
-    ROW_INDEX,
-    SOURCE_FILE,
     RegroupJob,
     RehashJob,
 )
@@ -72,7 +70,7 @@ class PartitionChange:
 
     @property
     def rows(self) -> int:
-        return sum(f.num_records for f in self.files)
+        return sum(f.live_records for f in self.files)
 
     @property
     def bytes(self) -> int:
@@ -250,7 +248,7 @@ def run_expansion(
     schema, fault = snapshot.arrow_schema(), faults.requested()
     if plan.policy == "multiple_rehash":
         root = str(local_root(snapshot.uri)).rstrip("/")
-        local_files = {f"{root}/{f.path}": f.path for f in files}
+        local_files = {f"{root}/{f.path}": f for f in files}
         job: RehashJob | RegroupJob = RehashJob(
             snapshot.location, summary.instant, schema, file_ids, local_files, fault
         )
@@ -320,15 +318,16 @@ def expansion_frame(
     exchange; the writer reads the rows themselves from the file. overwrite: whole rows,
     shuffled by (partition path, new bucket) and sorted by key.
     """
-    rows = read_files(spark, snapshot, [f.path for f in plan.files])
+    rehash = plan.policy == "multiple_rehash"
+    rows = read_files(spark, snapshot, plan.files, positions=rehash)
     counts = {c.partition_path: c.buckets_after for c in plan.changes}
     new_bucket = layout_bucket_column(
         target.index.hash_fields, counts, plan.layout_after.default, F.col(PARTITION_PATH)
     )
-    if plan.policy == "multiple_rehash":
+    if rehash:
         return rows.select(
-            F.col("_metadata.file_path").alias(SOURCE_FILE),
-            F.col("_metadata.row_index").alias(ROW_INDEX),
+            F.col(SOURCE_FILE),
+            F.col(ROW_INDEX),
             F.col(PARTITION_PATH),
             new_bucket.alias(BUCKET),
         )
@@ -349,7 +348,7 @@ def _check_one_file_per_bucket(files: list[DataFile]) -> None:
             raise RunnerError(
                 f"bucket {f.bucket} of partition {f.partition_path!r} has two files "
                 f"({seen[group]}, {f.path}); multiple_rehash needs one file per bucket: "
-                "use --policy overwrite"
+                "use --policy overwrite, or on a MERGE_ON_READ table run `runner compact` first"
             )
         seen[group] = f.path
 

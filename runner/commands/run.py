@@ -24,7 +24,12 @@ from runner.commands.expand import check_automatic_expansion, expand_if_due
 from runner.errors import CommitConflictError, UnreadableFileError, UserError
 from runner.index.layout import BucketLayout
 from runner.index.naming import new_file_id, new_instant
-from runner.ops.bucket_write import WriteRequest, bucket_write
+from runner.ops.bucket_write import (
+    WriteRequest,
+    bucket_write,
+    new_deletion_vectors,
+    replaced_files,
+)
 from runner.ops.keys import add_key_columns
 from runner.ops.merge import incoming_rows, merge_settings, write_frame
 from runner.ops.quality import (
@@ -48,15 +53,10 @@ from runner.sources.jdbc import driver_jars
 from runner.sources.model import SourcePlan
 from runner.sources.plan import nothing_new, plan_database_reads, plan_sources, read_input
 from runner.spec.model import PipelineSpec, Target
-from runner.table.commit import (
-    BucketClash,
-    NewFile,
-    add_columns,
-    commit_files,
-    create_table,
-)
+from runner.table.commit import BucketClash, add_columns, commit_files, create_table
 from runner.table.config import check_table_settings, table_settings
 from runner.table.directory import check_new_table_location
+from runner.table.log_entry import NewFile, local_root
 from runner.table.meta import BUCKET, META_COLUMNS, PARTITION_PATH, RESERVED_PREFIX
 from runner.table.quarantine import append_quarantine
 from runner.table.schema import SchemaPlan, plan_schema
@@ -155,6 +155,8 @@ class PipelineRun:
         """Checks that cost nothing to the table and start no JVM; True when the batch is
         already committed and there is nothing to do."""
         check_automatic_expansion(self.target)
+        if self.target.table_type == "MERGE_ON_READ":
+            local_root(self.target.path, "a MERGE_ON_READ table")  # refuses object stores
         self.snapshot = open_table(self.table)
         quarantine = self.target.quarantine
         if quarantine and open_table(quarantine.path) is None:
@@ -349,7 +351,13 @@ class PipelineRun:
             F.concat_ws("\x00", F.col(PARTITION_PATH), F.col(BUCKET).cast("string")).isin(keys)
         )
         redone = self._write(subset, schema, again, stored_files)
-        superseded = [r.path for r in results if (r.partition_path, r.bucket) in again and r.path]
+        superseded = [
+            path
+            for r in results
+            if (r.partition_path, r.bucket) in again
+            for path in (r.path, r.dv_path)
+            if path
+        ]
         remove_files(self.table, superseded)
         return [r for r in results if (r.partition_path, r.bucket) not in again] + redone
 
@@ -366,7 +374,8 @@ class PipelineRun:
         checkpoints, moved = _checkpoints(self.plans, points)
         new_files = [NewFile(r.path, r.size, r.stats) for r in results if r.path]
         changed = [r for r in results if r.changed]
-        removed = self.write_strategy.replaced(results, stored_files)
+        removed = replaced_files(results, stored_files)
+        deletion_vectors = new_deletion_vectors(results, stored_files)
         summary.inserted = sum(r.insert for r in results)
         summary.updated = sum(r.update for r in results)
         summary.deleted = sum(r.deleted for r in results)
@@ -375,15 +384,24 @@ class PipelineRun:
         summary.deletes_missing = sum(r.delete_missing for r in results)
         summary.files_added = len(new_files)
         summary.files_removed = len(removed)
-        summary.bytes_written = sum(f.size for f in new_files)
+        summary.bytes_written = sum(f.size for f in new_files) + sum(r.dv_size for r in results)
         summary.buckets_touched = len(changed)
+        summary.table_type = target.table_type
+        summary.buckets_rewritten = sum(1 for r in changed if r.rewritten)
+        summary.buckets_with_deletion_vectors = sum(1 for r in changed if r.deletion_vectors)
         summary.partitions_touched = len({r.partition_path for r in changed})
         faults.maybe_fail("before_commit")
         if not changed and not moved:
             log.info("nothing_to_commit")
             return
         if snapshot is None:
-            create_table(self.table, spec.name, schema.file_schema, table_settings(target))
+            create_table(
+                self.table,
+                spec.name,
+                schema.file_schema,
+                table_settings(target),
+                deletion_vectors=target.table_type == "MERGE_ON_READ",
+            )
             snapshot = open_table(self.table)
             assert snapshot is not None
         else:
@@ -408,6 +426,7 @@ class PipelineRun:
             "files_added": summary.files_added,
             "files_removed": summary.files_removed,
             "bytes_written": summary.bytes_written,
+            "buckets_with_deletion_vectors": summary.buckets_with_deletion_vectors,
         }
         if checkpoints is not None:
             # in the same commit as the data: a crash can neither skip nor re-read input
@@ -422,6 +441,7 @@ class PipelineRun:
             metadata,
             self.app_id,
             still_valid=_checkpoint_guard(spec, points),
+            deletion_vectors=deletion_vectors,
         )
         faults.maybe_fail("after_commit")
         log.info(

@@ -1,14 +1,16 @@
-"""How the write stage writes a touched bucket: a strategy it chooses per table type.
+"""How the write stage writes a touched bucket: a strategy chosen by the table type.
 
-Copy-on-write (the only table type today) rewrites the bucket: the executor job merges the
-stored file with the batch's rows into a new file, and the commit removes the stored files
-of every bucket that changed. A merge-on-read strategy (deletion vectors on the stored
-files, the batch's rows in a new delta file) is another implementation of the same two
-steps, chosen by `bucket_write`, with no branch in the stage itself.
+Copy-on-write rewrites the bucket: the executor job merges the stored files with the
+batch's rows into a new file, and the commit removes the stored files of every bucket that
+changed. Merge-on-read keeps a bucket's files where it can: the rows the batch replaces or
+deletes get a deletion vector, the batch's rows go into a new delta file, and the commit
+re-adds each stored file that lost rows with its new deletion vector. A MERGE_ON_READ bucket
+with too many files or deleted rows is rewritten as copy-on-write would, in the same commit.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -18,9 +20,11 @@ from pyspark.sql import Row
 
 from runner.spec.model import Target
 from runner.table.bucket_merge import MergeSettings
+from runner.table.deletion_vectors import DeletionVector
+from runner.table.log_entry import NewDeletionVector
 from runner.table.snapshot import DataFile, Group
 from runner.table.storage import TableLocation
-from runner.table.writer import WriteJob
+from runner.table.writer import DeltaFileLimits, WriteJob
 
 ExecutorJob = Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
@@ -45,17 +49,12 @@ class BucketWrite(Protocol):
         """The function mapInArrow runs on the executors: one result row per bucket."""
         ...
 
-    def replaced(
-        self, results: Sequence[Row], stored: Mapping[Group, Sequence[DataFile]]
-    ) -> list[DataFile]:
-        """The stored files the commit removes, given the executors' results."""
-        ...
-
 
 class CopyOnWrite:
     """Each changed bucket is rewritten whole into one new file, which replaces its files."""
 
     name = "copy_on_write"
+    limits: DeltaFileLimits | None = None
 
     def job(self, request: WriteRequest) -> ExecutorJob:
         return WriteJob(
@@ -63,18 +62,49 @@ class CopyOnWrite:
             request.instant,
             request.file_schema,
             dict(request.file_ids),
-            stored={g: [f.path for f in files] for g, files in request.stored.items()},
+            stored={g: list(files) for g, files in request.stored.items()},
             merge=request.merge,
             fault=request.fault,
+            delta_files=self.limits,
         )
 
-    def replaced(
-        self, results: Sequence[Row], stored: Mapping[Group, Sequence[DataFile]]
-    ) -> list[DataFile]:
-        changed = [(r.partition_path, r.bucket) for r in results if r.changed]
-        return [f for group in changed for f in stored.get(group, [])]
+
+class MergeOnRead(CopyOnWrite):
+    """Deletion vectors on the stored files and one delta file per changed bucket, unless
+    the bucket is past the compaction thresholds (then rewritten, as copy-on-write)."""
+
+    name = "merge_on_read"
+
+    def __init__(self, limits: DeltaFileLimits):
+        self.limits = limits
 
 
 def bucket_write(target: Target) -> BucketWrite:
     """The strategy for the target's table type."""
+    if target.table_type == "MERGE_ON_READ":
+        compaction = target.compaction
+        return MergeOnRead(
+            DeltaFileLimits(compaction.max_delta_files, compaction.max_deleted_fraction)
+        )
     return CopyOnWrite()
+
+
+def replaced_files(
+    results: Sequence[Row], stored: Mapping[Group, Sequence[DataFile]]
+) -> list[DataFile]:
+    """The stored files the commit removes: every file of each rewritten bucket."""
+    rewritten = [(r.partition_path, r.bucket) for r in results if r.rewritten]
+    return [f for group in rewritten for f in stored.get(group, [])]
+
+
+def new_deletion_vectors(
+    results: Sequence[Row], stored: Mapping[Group, Sequence[DataFile]]
+) -> list[NewDeletionVector]:
+    """The stored files that keep their place with a new deletion vector."""
+    by_path = {f.path: f for files in stored.values() for f in files}
+    return [
+        NewDeletionVector(by_path[v["path"]], DeletionVector.from_log(v["deletionVector"]))
+        for r in results
+        if r.deletion_vectors
+        for v in json.loads(r.deletion_vectors)
+    ]

@@ -55,6 +55,9 @@ class RunSummary:
     bytes_written: int = 0
     buckets_touched: int = 0
     partitions_touched: int = 0
+    table_type: str = "COPY_ON_WRITE"
+    buckets_rewritten: int = 0  # MERGE_ON_READ: buckets past the thresholds, rewritten whole
+    buckets_with_deletion_vectors: int = 0  # MERGE_ON_READ: buckets whose files got DVs
     columns_added: list[str] = field(default_factory=list)
     files_skipped: list[dict[str, Any]] = field(
         default_factory=list
@@ -97,8 +100,15 @@ class RunSummary:
             "missing keys",
             f"  files        +{self.files_added} -{self.files_removed}   "
             f"{human_size(self.bytes_written)} written   {self.buckets_touched} bucket(s) in "
-            f"{self.partitions_touched} partition(s) rewritten",
+            f"{self.partitions_touched} partition(s) "
+            + ("rewritten" if self.table_type == "COPY_ON_WRITE" else "changed"),
         ]
+        if self.table_type == "MERGE_ON_READ":
+            lines.append(
+                f"  merge        {self.buckets_with_deletion_vectors} bucket(s) got deletion "
+                f"vectors, {self.buckets_rewritten} rewritten whole (past target.compaction "
+                "thresholds or new)"
+            )
         if self.rejected_by_rule:
             rules = ", ".join(f"{k} {v:,}" for k, v in sorted(self.rejected_by_rule.items()))
             lines.append(

@@ -1,8 +1,9 @@
 """After a failed write: the files of a run that never committed are removed.
 
 They are invisible to every reader anyway (only the Delta log makes a file part of the
-table); removing them keeps the table directory clean. Every file a run writes, from any task
-attempt, ends with _<instant>.parquet, so the run's instant finds them all.
+table); removing them keeps the table directory clean. Every data file a run writes, from
+any task attempt, ends with _<instant>.parquet, and its deletion vector files lie under
+_deletion_vectors/<instant>/, so the run's instant finds them all.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pyarrow.fs as pafs
 import structlog
 from pyspark.sql import SparkSession
 
+from runner.table.deletion_vectors import DV_DIR
 from runner.table.snapshot import open_table
 from runner.table.storage import TableLocation
 
@@ -41,8 +43,14 @@ def remove_files(table: TableLocation, paths: list[str]) -> None:
 
 def _committed(table: TableLocation, instant: str) -> bool:
     snapshot = open_table(table)
-    suffix = f"_{instant}.parquet"
-    return snapshot is not None and any(f.path.endswith(suffix) for f in snapshot.files())
+    if snapshot is None:
+        return False
+    suffix, dv_dir = f"_{instant}.parquet", f"{DV_DIR}/{instant}/"
+    return any(
+        f.path.endswith(suffix)
+        or (f.deletion_vector and (f.deletion_vector.relative_path or "").startswith(dv_dir))
+        for f in snapshot.files()
+    )
 
 
 def _wait_for_running_tasks(spark: SparkSession, timeout_s: float = 60.0) -> None:
@@ -59,7 +67,8 @@ def _wait_for_running_tasks(spark: SparkSession, timeout_s: float = 60.0) -> Non
 def _remove_files_of(table: TableLocation, instant: str) -> None:
     """Best effort: a failed run's files are invisible anyway; don't leave them around.
 
-    Every file of a run, from any task attempt, ends with _<instant>.parquet.
+    Every data file of a run, from any task attempt, ends with _<instant>.parquet; its
+    deletion vector files lie in _deletion_vectors/<instant>/.
     """
     fs, root = table.filesystem()
     try:
@@ -68,7 +77,8 @@ def _remove_files_of(table: TableLocation, instant: str) -> None:
         return
     removed = 0
     for info in listing:
-        if info.type == pafs.FileType.File and info.path.endswith(f"_{instant}.parquet"):
+        ours = info.path.endswith(f"_{instant}.parquet") or f"/{DV_DIR}/{instant}/" in info.path
+        if info.type == pafs.FileType.File and ours:
             try:
                 fs.delete_file(info.path)
                 removed += 1

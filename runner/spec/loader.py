@@ -23,6 +23,7 @@ from runner.errors import InvalidSpecError, SpecProblem
 from runner.spec.keygen_settings import field_list, resolve_key_generator
 from runner.spec.model import (
     CleaningSpec,
+    CompactionSpec,
     ExpansionSpec,
     Expectation,
     Incremental,
@@ -371,6 +372,7 @@ def _build(data: dict[str, Any], file: Path) -> PipelineSpec:
             precombine_field=target.get("precombine_field"),
             delete_marker=target.get("delete_marker"),
             cleaning=CleaningSpec(**target.get("cleaning", {})),
+            compaction=CompactionSpec(**target.get("compaction", {})),
             **_given(
                 target, "operation", "table_type", "merge_mode", "filter_dupes", "commit_retries"
             ),

@@ -12,7 +12,7 @@ from typing import Literal
 
 # The closed vocabularies of the spec, checked by mypy wherever they are compared.
 Operation = Literal["upsert", "insert", "bulk_insert", "delete"]
-TableType = Literal["COPY_ON_WRITE"]
+TableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
 MergeMode = Literal["event_time", "commit_time"]
 RowAction = Literal["fail", "quarantine", "drop"]  # an expectation's, a malformed record's
 OnBadFile = Literal["fail", "skip"]
@@ -124,6 +124,18 @@ class CleaningSpec:
 
 
 @dataclass(frozen=True)
+class CompactionSpec:
+    """MERGE_ON_READ: when a bucket's delta files and deleted rows are folded into one file.
+
+    The same thresholds decide, during a run, which touched buckets are rewritten whole
+    (copy-on-write) instead of getting deletion vectors and a delta file."""
+
+    max_delta_files: int = 5  # files in one bucket (Hudi compacts after 5 delta commits)
+    max_deleted_fraction: float = 0.2  # rows deleted by deletion vectors / rows stored
+    after_commit: bool = False
+
+
+@dataclass(frozen=True)
 class QuarantineSpec:
     path: str
     max_fraction: float = 0.01
@@ -148,6 +160,7 @@ class Target:
     delete_marker: str | None = None
     filter_dupes: bool = False
     cleaning: CleaningSpec = field(default_factory=CleaningSpec)
+    compaction: CompactionSpec = field(default_factory=CompactionSpec)
     commit_retries: int = 3  # re-merges after another writer changed the same buckets
     quarantine: QuarantineSpec | None = None
 

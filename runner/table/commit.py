@@ -1,4 +1,8 @@
-"""The one Delta commit of a run, through delta-rs: new files in, replaced files out.
+"""The one Delta commit of a run: new files in, replaced files out, new deletion vectors.
+
+On a COPY_ON_WRITE table the commit goes through delta-rs. On a MERGE_ON_READ table (the
+deletionVectors feature) the runner writes the log entry itself (runner.table.log_entry),
+because delta-rs can neither add a file with a deletion vector nor remove one with it.
 
 A new table is first created empty (version 0) with its runner.* settings, because delta-rs
 accepts custom configuration keys only on that path; each run then commits one version.
@@ -13,17 +17,29 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import structlog
-from deltalake import DeltaTable, Field
+from deltalake import DeltaTable, Field, TableFeatures
 from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
 from runner.errors import CommitConflictError
+from runner.table.log_entry import (
+    CHECKPOINT_INTERVAL,
+    NewDeletionVector,
+    NewFile,
+    add_action,
+    commit_info,
+    local_root,
+    now_ms,
+    publish,
+    re_add_action,
+    remove_action,
+    txn_action,
+)
 from runner.table.snapshot import DataFile, Group, TableSnapshot, open_table
 from runner.table.storage import TableLocation
 
@@ -46,18 +62,21 @@ class BucketClash(CommitConflictError):
         )
 
 
-@dataclass(frozen=True)
-class NewFile:
-    path: str
-    size: int
-    stats: str
+class _VersionTaken(Exception):
+    """Another writer published the version this run's own log entry was for."""
 
 
 def create_table(
-    location: TableLocation, name: str, schema: pa.Schema, settings: Mapping[str, str]
+    location: TableLocation,
+    name: str,
+    schema: pa.Schema,
+    settings: Mapping[str, str],
+    deletion_vectors: bool = False,
 ) -> DeltaTable:
+    """A new empty table; with the deletionVectors feature for a MERGE_ON_READ table
+    (reader and writer version 3/7 with that one feature)."""
     try:
-        return DeltaTable.create(
+        table = DeltaTable.create(
             location.uri,
             schema=DeltaSchema.from_arrow(schema),
             storage_options=location.storage_options(),
@@ -65,6 +84,11 @@ def create_table(
             configuration=dict(settings),
             raise_if_key_not_exists=False,
         )
+        if deletion_vectors:
+            table.alter.add_feature(
+                TableFeatures.DeletionVectors, allow_protocol_versions_increase=True
+            )
+        return table
     except DeltaError as exc:
         raise CommitConflictError(
             f"could not create the table at {location.uri} (another run may have created it): {exc}"
@@ -86,8 +110,9 @@ def commit_files(
     metadata: dict[str, Any],
     batch: str | None = None,
     still_valid: Callable[[TableSnapshot], str | None] | None = None,
+    deletion_vectors: Sequence[NewDeletionVector] = (),
 ) -> int:
-    """Commit adds and removes as ONE version; returns the version.
+    """Commit adds, removes and new deletion vectors as ONE version; returns the version.
 
     `still_valid` looks at the table another writer left before this run commits on top of
     it: a message means this run's commit would now be wrong (its checkpoints went stale).
@@ -97,13 +122,20 @@ def commit_files(
 
     `rewritten` are the buckets this run replaces or creates: another writer's commit that
     touched none of them is not a conflict, only a reason to commit again on top of it.
+    A stored file given a deletion vector counts as read: if another writer changed its
+    deletion vector meanwhile, its bucket clashes too (no delete is lost).
     """
+    read = [*removed, *(d.file for d in deletion_vectors)]
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         try:
-            _commit_once(snapshot, schema, added, removed, metadata, batch)
+            if snapshot.has_deletion_vectors:
+                _publish_entry(snapshot, added, removed, deletion_vectors, metadata, batch)
+            else:
+                assert not deletion_vectors, "deletion vectors on a table without the feature"
+                _commit_once(snapshot, schema, added, removed, metadata, batch)
             snapshot.table.update_incremental()
             return snapshot.table.version()
-        except CommitFailedError as exc:
+        except (CommitFailedError, _VersionTaken) as exc:
             latest = open_table(snapshot.location)
             assert latest is not None
             if latest.configuration != snapshot.configuration:
@@ -120,7 +152,7 @@ def commit_files(
                     f"batch {batch} was committed by another run meanwhile (version "
                     f"{latest.version}); nothing of this run was committed"
                 ) from exc
-            clashes = _clashing_buckets(latest, removed, rewritten)
+            clashes = _clashing_buckets(latest, read, rewritten)
             if clashes:
                 raise BucketClash(clashes, latest) from exc
             log.info("commit_retry", attempt=attempt, on_version=latest.version)
@@ -132,15 +164,18 @@ def commit_files(
 
 
 def _clashing_buckets(
-    latest: TableSnapshot, removed: Sequence[DataFile], rewritten: set[Group]
+    latest: TableSnapshot, read: Sequence[DataFile], rewritten: set[Group]
 ) -> list[Group]:
-    """Buckets whose files changed since this run read them: a file it replaces is gone, or
-    a bucket it rewrites or creates holds a file it did not read."""
-    read = {f.path for f in removed}
+    """Buckets whose files changed since this run read them: a file it replaces or gives a
+    deletion vector is gone or has another deletion vector now, or a bucket it writes
+    holds a file it did not read."""
+    read_paths = {f.path for f in read}
     live = latest.files_by_group()
-    live_paths = {f.path for files in live.values() for f in files}
-    gone = {(f.partition_path, f.bucket) for f in removed if f.path not in live_paths}
-    grown = {g for g in rewritten if {f.path for f in live.get(g, [])} - read}
+    live_files = {(f.path, f.deletion_vector) for files in live.values() for f in files}
+    gone = {
+        (f.partition_path, f.bucket) for f in read if (f.path, f.deletion_vector) not in live_files
+    }
+    grown = {g for g in rewritten if {f.path for f in live.get(g, [])} - read_paths}
     return sorted(gone | grown)
 
 
@@ -173,3 +208,31 @@ def _commit_once(
             app_transactions=[Transaction(batch, 1, now)] if batch else None,
         ),
     )
+
+
+def _publish_entry(
+    snapshot: TableSnapshot,
+    added: Sequence[NewFile],
+    removed: Sequence[DataFile],
+    deletion_vectors: Sequence[NewDeletionVector],
+    metadata: dict[str, Any],
+    batch: str | None,
+) -> None:
+    """The commit of a MERGE_ON_READ table, as the runner's own log entry."""
+    log_dir = local_root(snapshot.uri, "a MERGE_ON_READ table") / "_delta_log"
+    now = now_ms()
+    actions: list[dict[str, Any]] = [commit_info("WRITE", metadata, now)]
+    if batch:
+        actions.append(txn_action(batch, now))
+    for update in deletion_vectors:
+        actions += [remove_action(update.file, now, data_change=True), re_add_action(update, now)]
+    actions += [remove_action(f, now, data_change=True) for f in removed]
+    actions += [add_action(f, now, data_change=True) for f in added]
+    version = snapshot.version + 1
+    if not publish(log_dir, version, actions):
+        raise _VersionTaken(version)
+    if version % CHECKPOINT_INTERVAL == 0:
+        try:
+            DeltaTable(snapshot.uri).create_checkpoint()
+        except DeltaError as exc:  # a reader replays a longer log; nothing is wrong
+            log.warning("checkpoint_failed", version=version, error=str(exc))

@@ -23,13 +23,13 @@ import pyarrow.parquet as pq
 from runner import faults
 from runner.errors import RunnerError
 from runner.index.naming import data_file_name
+from runner.table.deletion_vectors import read_deleted_rows
 from runner.table.meta import BUCKET, PARTITION_PATH
-from runner.table.snapshot import Group
+from runner.table.parquet_file import BucketFile, conform
+from runner.table.reader import ROW_INDEX, SOURCE_FILE
+from runner.table.snapshot import DataFile, Group
 from runner.table.storage import TableLocation
-from runner.table.writer import BucketFile, conform, split_groups
-
-SOURCE_FILE = "__runner_source_file"
-ROW_INDEX = "__runner_row_index"
+from runner.table.writer import split_groups
 
 REGROUP_RESULT_SCHEMA = pa.schema(
     [
@@ -98,14 +98,15 @@ class _Outputs:
 class RehashJob:
     """mapInArrow over (SOURCE_FILE, ROW_INDEX, _partition_path, _bucket) rows of old files.
 
-    `files` maps each old file's local path to its table-relative path.
+    `files` maps each old file's local path to the file. Rows a deletion vector deletes
+    are not read by Spark and not copied.
     """
 
     table: TableLocation
     instant: str
     file_schema: pa.Schema
     file_ids: dict[Group, str]
-    files: dict[str, str]
+    files: dict[str, DataFile]
     fault: str | None = None
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -137,20 +138,30 @@ class RehashJob:
             raise RunnerError(f"Spark read {spark_path}, which is not a file of this expansion")
         keys = pa.Table.from_batches(pieces)
         pp = keys.column(PARTITION_PATH)[0].as_py()
+        stored = self.files[local]
         rows = pq.ParquetFile(local, filesystem=out.fs)
         count = rows.metadata.num_rows
-        if keys.num_rows != count:
-            raise RunnerError(f"{local}: Spark read {keys.num_rows} of its {count} rows")
-        # the new bucket of every row, in file order, whatever order Spark gave them in
+        live = np.ones(count, dtype=bool)
+        if stored.deletion_vector:
+            live[read_deleted_rows(out.fs, out.root, stored.deletion_vector).astype(np.int64)] = (
+                False
+            )
+        if keys.num_rows != int(live.sum()):
+            raise RunnerError(f"{local}: Spark read {keys.num_rows} of its {live.sum()} live rows")
+        # the new bucket of every live row, in file order, whatever order Spark gave them in
         buckets = np.full(count, -1, dtype=np.int32)
         buckets[keys.column(ROW_INDEX).to_numpy()] = keys.column(BUCKET).to_numpy()
-        if (buckets < 0).any():
-            raise RunnerError(f"{local}: Spark did not read every row of it once")
+        if (buckets[live] < 0).any():
+            raise RunnerError(f"{local}: Spark did not read every live row of it once")
         offset = 0
         for batch in rows.iter_batches():
             part = pa.Table.from_batches([batch])
-            new = pa.array(buckets[offset : offset + part.num_rows])
+            kept = live[offset : offset + part.num_rows]
+            new_buckets = buckets[offset : offset + part.num_rows]
             offset += part.num_rows
+            if not kept.all():
+                part, new_buckets = part.filter(pa.array(kept)), new_buckets[kept]
+            new = pa.array(new_buckets)
             part = part.set_column(part.schema.get_field_index(BUCKET), BUCKET, new)
             for bucket in pc.unique(new).to_pylist():
                 out.write((pp, bucket), part.filter(pc.equal(new, bucket)))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -12,6 +12,8 @@ from deltalake.exceptions import TableNotFoundError
 
 from runner.errors import RunnerError
 from runner.index.naming import parse_data_file_name
+from runner.table.deletion_vectors import DeletionVector
+from runner.table.log_replay import LoggedAdd, live_adds
 from runner.table.storage import TableLocation, locate
 
 Group = tuple[str, int]  # (partition path, bucket)
@@ -25,12 +27,27 @@ class DataFile:
     partition_path: str
     bucket: int
     file_id: str
+    # MERGE_ON_READ tables only: the rows deletion vectors delete, and the stats as logged
+    deletion_vector: DeletionVector | None = None
+    stats: str | None = None
+
+    @property
+    def deleted_records(self) -> int:
+        return self.deletion_vector.cardinality if self.deletion_vector else 0
+
+    @property
+    def live_records(self) -> int:
+        return self.num_records - self.deleted_records
+
+
+DELETION_VECTORS = "deletionVectors"
 
 
 @dataclass
 class TableSnapshot:
     location: TableLocation
     table: DeltaTable
+    _logged: tuple[int, dict[str, LoggedAdd]] | None = field(default=None, repr=False)
 
     @property
     def uri(self) -> str:
@@ -44,6 +61,17 @@ class TableSnapshot:
     def configuration(self) -> dict[str, str]:
         return dict(self.table.metadata().configuration)
 
+    @property
+    def has_deletion_vectors(self) -> bool:
+        """The table has the deletionVectors feature (a MERGE_ON_READ table)."""
+        return DELETION_VECTORS in (self.table.protocol().reader_features or [])
+
+    def _logged_adds(self) -> dict[str, LoggedAdd]:
+        version = self.version
+        if self._logged is None or self._logged[0] != version:
+            self._logged = (version, live_adds(self.location, version))
+        return self._logged[1]
+
     def arrow_schema(self) -> pa.Schema:
         return pa.schema(self.table.schema().to_arrow())
 
@@ -53,6 +81,7 @@ class TableSnapshot:
         Each file holds one partition path and one bucket, so min == max for both.
         """
         actions = pa.table(self.table.get_add_actions(flatten=True)).to_pylist()
+        logged = self._logged_adds() if self.has_deletion_vectors else {}
         files = []
         for row in actions:
             name = parse_data_file_name(row["path"])
@@ -64,14 +93,18 @@ class TableSnapshot:
                     "(bucket file name and _partition_path/_bucket statistics); was it "
                     "written by another tool?"
                 )
+            path = unquote(row["path"])
+            add = logged.get(path)
             files.append(
                 DataFile(
-                    path=unquote(row["path"]),
+                    path=path,
                     size=row["size_bytes"],
                     num_records=row["num_records"],
                     partition_path=pp_min,
                     bucket=bucket,
                     file_id=name.file_id,
+                    deletion_vector=add.deletion_vector if add else None,
+                    stats=add.stats if add else None,
                 )
             )
         return files

@@ -1,20 +1,25 @@
-"""The executor-side writer: one parquet file per (partition path, bucket), with Delta stats.
+"""The executor-side writer: the new files of each touched (partition path, bucket).
 
 It runs inside `mapInArrow` on the incoming rows, sorted by (partition path, bucket, record
 key) and marked by Spark as `candidate` (the batch's winner for its key) or `duplicate`.
-Stored rows never cross the shuffle: each bucket's stored file is read here, next to its
+Stored rows never cross the shuffle: each bucket's stored files are read here, next to its
 incoming rows, the way Hudi's merge handle works. A bucket whose rows did not change is not
-rewritten: the driver keeps its stored file.
+touched: the driver keeps its stored files.
+
+A changed bucket is either rewritten whole into one new file (copy-on-write), or, on a
+MERGE_ON_READ table, keeps its files: the rows the batch replaces or deletes get a deletion
+vector on their file, and the batch's rows go into one new delta file of the bucket's file
+group. The per-bucket choice: a bucket that already holds `max_delta_files` files, or whose
+deleted fraction would pass `max_deleted_fraction`, is rewritten instead.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
@@ -23,18 +28,19 @@ import pyarrow.parquet as pq
 from runner import faults
 from runner.index.naming import data_file_name
 from runner.table.bucket_merge import (
+    BucketMerge,
     MergeSettings,
     merge_bucket,
     stored_key_columns,
     summarize_stored,
 )
+from runner.table.deletion_vectors import DeletionVectorFile, read_deleted_rows
 from runner.table.meta import BUCKET, COMMIT_SEQNO, PARTITION_PATH, RECORD_KEY
-from runner.table.snapshot import Group
+from runner.table.parquet_file import BucketFile, conform
+from runner.table.snapshot import DataFile, Group
 from runner.table.storage import TableLocation
 
 ACTION = "__runner_action"
-# Distinct in every row: a dictionary page would only be built and thrown away.
-_UNIQUE_COLUMNS = (COMMIT_SEQNO, RECORD_KEY)
 # Counted per bucket and summed into the run summary.
 COUNTED_ACTIONS = ("insert", "update", "deleted", "duplicate", "stale", "delete_missing")
 
@@ -42,80 +48,38 @@ RESULT_SCHEMA = pa.schema(
     [
         pa.field("partition_path", pa.string()),
         pa.field("bucket", pa.int32()),
-        pa.field("path", pa.string()),
+        pa.field("path", pa.string()),  # the new file, if any
         pa.field("size", pa.int64()),
         pa.field("num_records", pa.int64()),
         pa.field("stats", pa.string()),
         pa.field("changed", pa.bool_()),
+        pa.field("rewritten", pa.bool_()),  # the bucket's stored files are replaced
+        # merge-on-read: JSON list of {"path", "deletionVector"} for stored files losing rows
+        pa.field("deletion_vectors", pa.string()),
+        pa.field("dv_path", pa.string()),  # the DV file written, if any
+        pa.field("dv_size", pa.int64()),
         *[pa.field(a, pa.int64()) for a in COUNTED_ACTIONS],
     ]
 )
 
 
-def _stat_value(value: object, typ: pa.DataType, upper: bool) -> object | None:
-    """A min/max value as Delta's JSON statistics want it, or None to leave it out."""
-    if value is None:
-        return None
-    if pa.types.is_floating(typ):
-        return None if math.isnan(value) or math.isinf(value) else value  # type: ignore[arg-type]
-    if pa.types.is_integer(typ) or pa.types.is_string(typ) or pa.types.is_large_string(typ):
-        return value
-    if pa.types.is_date32(typ):
-        return str(value.isoformat())  # type: ignore[attr-defined]
-    if pa.types.is_timestamp(typ):
-        ts: dt.datetime = value  # type: ignore[assignment]
-        # Delta stats have millisecond precision: round the max up so pruning stays safe.
-        ms = ts.replace(microsecond=ts.microsecond // 1000 * 1000)
-        if upper and ms != ts:
-            ms += dt.timedelta(milliseconds=1)
-        if ms.tzinfo is not None:
-            ms = ms.astimezone(dt.UTC).replace(tzinfo=None)
-        return ms.isoformat(timespec="milliseconds") + "Z"
-    return None
+@dataclass(frozen=True)
+class DeltaFileLimits:
+    """When a MERGE_ON_READ bucket is rewritten rather than given another delta file."""
+
+    max_files: int
+    max_deleted_fraction: float
 
 
-@dataclass
-class _Stats:
-    """Running min, max and null count per top-level column of one file."""
+@dataclass(frozen=True)
+class _StoredKeys:
+    """The live rows of a bucket's stored files: key (and ordering) columns, with each
+    row's file (index into the bucket's file list) and position in that file."""
 
-    schema: pa.Schema
-    mins: dict[str, object] = field(default_factory=dict)
-    maxs: dict[str, object] = field(default_factory=dict)
-    nulls: dict[str, int] = field(default_factory=dict)
-    rows: int = 0
-
-    def add(self, table: pa.Table) -> None:
-        self.rows += table.num_rows
-        for f in self.schema:
-            if pa.types.is_nested(f.type):
-                continue
-            column = table.column(f.name)
-            self.nulls[f.name] = self.nulls.get(f.name, 0) + column.null_count
-            if f.type == pa.bool_() or pa.types.is_decimal(f.type) or pa.types.is_binary(f.type):
-                continue
-            mm = pc.min_max(column)
-            lo, hi = mm["min"].as_py(), mm["max"].as_py()
-            if lo is None:
-                continue
-            if f.name not in self.mins or lo < self.mins[f.name]:
-                self.mins[f.name] = lo
-            if pa.types.is_floating(f.type) and pc.any(pc.is_nan(column)).as_py():
-                # min_max skips NaN, which sorts above every number: the file gets no bounds
-                # (NaN stays the max, as no comparison with it is true)
-                self.maxs[f.name] = math.nan
-            elif f.name not in self.maxs or hi > self.maxs[f.name]:
-                self.maxs[f.name] = hi
-
-    def to_json(self) -> str:
-        mins, maxs = {}, {}
-        for f in self.schema:
-            lo = _stat_value(self.mins.get(f.name), f.type, upper=False)
-            hi = _stat_value(self.maxs.get(f.name), f.type, upper=True)
-            if lo is not None and hi is not None:
-                mins[f.name], maxs[f.name] = lo, hi
-        return json.dumps(
-            {"numRecords": self.rows, "minValues": mins, "maxValues": maxs, "nullCount": self.nulls}
-        )
+    rows: pa.Table
+    files: np.ndarray
+    positions: np.ndarray
+    deleted: list[np.ndarray]  # per file, the positions its current DV deletes
 
 
 @dataclass(frozen=True)
@@ -123,17 +87,18 @@ class WriteJob:
     """The function handed to mapInArrow; picklable, so it travels to the executors.
 
     Rows arrive grouped by (partition path, bucket) and sorted by key. For each bucket the
-    job reads the stored file's keys, decides with `merge_bucket`, then streams the kept
-    stored rows and the new rows into the bucket's new file.
+    job reads the stored files' keys, decides with `merge_bucket`, then writes the bucket's
+    new content (a rewrite, or deletion vectors and a delta file).
     """
 
     table: TableLocation  # with the object store settings the driver resolved
     instant: str
     file_schema: pa.Schema
-    file_ids: dict[tuple[str, int], str]
-    stored: dict[tuple[str, int], list[str]]  # the bucket's current files, table-relative
+    file_ids: dict[Group, str]
+    stored: dict[Group, list[DataFile]]  # the bucket's live files
     merge: MergeSettings
     fault: str | None = None  # RUNNER_FAULT of the driver, for crash tests
+    delta_files: DeltaFileLimits | None = None  # None: copy-on-write
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -172,53 +137,152 @@ class WriteJob:
         actions = incoming.column(ACTION)
         counts["duplicate"] = pc.sum(pc.equal(actions, "duplicate")).as_py() or 0
         incoming = incoming.filter(pc.equal(actions, "candidate"))
-        stored_paths = [f"{root}/{p}" for p in self.stored.get(group, [])]
-        decision = merge_bucket(incoming, self._stored_keys(fs, stored_paths), self.merge)
+        stored = self.stored.get(group, [])
+        keys = self._stored_keys(fs, root, stored)
+        decision = merge_bucket(incoming, summarize_stored(keys.rows, self.merge), self.merge)
         for action, count in decision.counts.items():
             counts[action] += count
-        row = {
+        row: dict[str, object] = {
             "partition_path": group[0],
             "bucket": group[1],
             "path": None,
             "size": 0,
             "num_records": 0,
             "stats": None,
+            "rewritten": False,
+            "deletion_vectors": None,
+            "dv_path": None,
+            "dv_size": 0,
             **counts,
         }
         row["changed"] = any(counts[a] for a in ("insert", "update", "deleted"))
-        if not row["changed"]:  # the stored file stays as it is
+        if not row["changed"]:  # the stored files stay as they are
             return pa.RecordBatch.from_pylist([row], schema=RESULT_SCHEMA)
 
-        name = data_file_name(self.file_ids[group], token, self.instant)
-        rel = f"{group[0]}/{name}" if group[0] else name
-        out = BucketFile(fs, f"{root}/{rel}", self.file_schema)
-        for path in stored_paths:
-            for batch in pq.ParquetFile(path, filesystem=fs).iter_batches():
-                kept = pa.Table.from_batches([batch])
-                if len(decision.drop_keys):
-                    kept = kept.filter(
-                        pc.invert(pc.is_in(kept.column(RECORD_KEY), decision.drop_keys))
-                    )
-                out.write(conform(kept, self.file_schema))
+        new_file = BucketFile(fs, f"{root}/{self._relative(group, token)}", self.file_schema)
+        dropped = self._dropped_rows(keys, decision)
+        if self._rewrites(stored, keys, dropped):
+            self._copy_kept_rows(fs, root, stored, keys, dropped, new_file)
+            row["rewritten"] = True
+        else:
+            row.update(self._attach_deletion_vectors(fs, root, stored, keys, dropped))
         new = decision.write
         seq_index = new.schema.get_field_index(COMMIT_SEQNO)
-        out.write(
+        new_file.write(
             conform(new.set_column(seq_index, COMMIT_SEQNO, seqno.take(len(new))), self.file_schema)
         )
-        closed = out.close()
+        closed = new_file.close()
         faults.maybe_fail("after_bucket_file", self.fault or "")
-        if closed:  # no file when every row of the bucket was deleted
+        if closed:  # no file when every row of the bucket was deleted, or none was added
             row.update(
-                path=rel, size=out.size, num_records=out.stats.rows, stats=out.stats.to_json()
+                path=self._relative(group, token),
+                size=new_file.size,
+                num_records=new_file.stats.rows,
+                stats=new_file.stats.to_json(),
             )
         return pa.RecordBatch.from_pylist([row], schema=RESULT_SCHEMA)
 
-    def _stored_keys(self, fs: pafs.FileSystem, paths: list[str]) -> pa.Table:
-        """Per stored key of the bucket: row count and greatest precombine value."""
+    def _relative(self, group: Group, token: str) -> str:
+        name = data_file_name(self.file_ids[group], token, self.instant)
+        return f"{group[0]}/{name}" if group[0] else name
+
+    def _stored_keys(self, fs: pafs.FileSystem, root: str, stored: list[DataFile]) -> _StoredKeys:
+        """The key columns of the bucket's stored rows that no deletion vector deletes."""
         columns = stored_key_columns(self.merge)
-        tables = [pq.read_table(p, columns=columns, filesystem=fs) for p in paths]
-        stored = pa.concat_tables(tables) if tables else self.file_schema.empty_table()
-        return summarize_stored(stored.select(columns), self.merge)
+        tables, files, positions, deleted = [], [], [], []
+        for index, f in enumerate(stored):
+            table = pq.read_table(f"{root}/{f.path}", columns=columns, filesystem=fs)
+            gone = (
+                read_deleted_rows(fs, root, f.deletion_vector)
+                if f.deletion_vector
+                else np.empty(0, np.uint64)
+            )
+            where = np.arange(table.num_rows, dtype=np.int64)
+            if len(gone):
+                live = np.ones(table.num_rows, dtype=bool)
+                live[gone.astype(np.int64)] = False
+                table, where = table.filter(pa.array(live)), where[live]
+            tables.append(table.select(columns))
+            files.append(np.full(len(where), index, dtype=np.int32))
+            positions.append(where)
+            deleted.append(gone)
+        if not tables:
+            empty = self.file_schema.empty_table().select(columns)
+            return _StoredKeys(empty, np.empty(0, np.int32), np.empty(0, np.int64), [])
+        return _StoredKeys(
+            pa.concat_tables(tables), np.concatenate(files), np.concatenate(positions), deleted
+        )
+
+    @staticmethod
+    def _dropped_rows(keys: _StoredKeys, decision: BucketMerge) -> np.ndarray:
+        """Which live stored rows the batch replaces or deletes (a mask over keys.rows)."""
+        if not len(decision.drop_keys):
+            return np.zeros(keys.rows.num_rows, dtype=bool)
+        hit = pc.is_in(keys.rows.column(RECORD_KEY), value_set=decision.drop_keys)
+        mask: np.ndarray = hit.to_numpy(zero_copy_only=False)
+        return mask
+
+    def _rewrites(self, stored: list[DataFile], keys: _StoredKeys, dropped: np.ndarray) -> bool:
+        """Copy-on-write for this bucket: always on a COPY_ON_WRITE table; on MERGE_ON_READ
+        when the bucket has too many files or would have too many deleted rows."""
+        limits = self.delta_files
+        if limits is None or not stored:
+            return True
+        stored_rows = sum(f.num_records for f in stored)
+        deleted = sum(len(d) for d in keys.deleted) + int(np.count_nonzero(dropped))
+        return (
+            len(stored) >= limits.max_files or deleted > limits.max_deleted_fraction * stored_rows
+        )
+
+    def _copy_kept_rows(
+        self,
+        fs: pafs.FileSystem,
+        root: str,
+        stored: list[DataFile],
+        keys: _StoredKeys,
+        dropped: np.ndarray,
+        out: BucketFile,
+    ) -> None:
+        """Stream each stored file's rows that stay (not deleted before, not replaced now)
+        into the bucket's new file, row group by row group."""
+        for index, f in enumerate(stored):
+            keep = np.zeros(f.num_records, dtype=bool)
+            mine = keys.files == index
+            keep[keys.positions[mine]] = ~dropped[mine]
+            offset = 0
+            for batch in pq.ParquetFile(f"{root}/{f.path}", filesystem=fs).iter_batches():
+                part = pa.Table.from_batches([batch])
+                mask = keep[offset : offset + part.num_rows]
+                offset += part.num_rows
+                out.write(conform(part if mask.all() else part.filter(pa.array(mask)), out.schema))
+
+    def _attach_deletion_vectors(
+        self,
+        fs: pafs.FileSystem,
+        root: str,
+        stored: list[DataFile],
+        keys: _StoredKeys,
+        dropped: np.ndarray,
+    ) -> dict[str, object]:
+        """One DV file for the bucket: per stored file losing rows, the union of the rows
+        its current DV deletes and the rows the batch drops now."""
+        if not dropped.any():
+            return {}
+        dv_file = DeletionVectorFile(fs, root, self.instant)
+        vectors = []
+        for index, f in enumerate(stored):
+            now = keys.positions[(keys.files == index) & dropped]
+            if not len(now):
+                continue
+            rows = np.union1d(keys.deleted[index], now.astype(np.uint64))
+            vectors.append({"path": f.path, "deletionVector": dv_file.add(rows).to_log()})
+        size = dv_file.close()
+        faults.maybe_fail("after_deletion_vector", self.fault or "")
+        return {
+            "deletion_vectors": json.dumps(vectors),
+            "dv_path": dv_file.relative_path,
+            "dv_size": size,
+        }
 
 
 @dataclass
@@ -247,50 +311,3 @@ def split_groups(
     for end in ends:
         yield (pp[start].as_py(), bucket[start].as_py()), table.slice(start, end - start)
         start = end
-
-
-def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """In the file schema's column order and types; columns a stored file lacks are null."""
-    columns = [
-        table.column(f.name) if f.name in table.column_names else pa.nulls(len(table), f.type)
-        for f in schema
-    ]
-    return pa.Table.from_arrays(columns, names=schema.names).cast(schema)
-
-
-class BucketFile:
-    """One bucket's new parquet file, opened on the first rows, with running statistics."""
-
-    def __init__(self, fs: pafs.FileSystem, full_path: str, schema: pa.Schema):
-        self.fs = fs
-        self.full_path = full_path
-        self.schema = schema
-        self.stats = _Stats(schema)
-        self.writer: pq.ParquetWriter | None = None
-        self.stream: pa.NativeFile | None = None
-        self.size = 0
-
-    def write(self, rows: pa.Table) -> None:
-        if rows.num_rows == 0:
-            return
-        if self.writer is None:
-            if self.fs.type_name == "local":  # an object store has no directories to make
-                self.fs.create_dir(self.full_path.rsplit("/", 1)[0], recursive=True)
-            self.stream = self.fs.open_output_stream(self.full_path)
-            self.writer = pq.ParquetWriter(
-                self.stream,
-                self.schema,
-                compression="zstd",  # about half of snappy's size here; every Delta reader has it
-                use_dictionary=[n for n in self.schema.names if n not in _UNIQUE_COLUMNS],
-            )
-        self.writer.write_table(rows)
-        self.stats.add(rows)
-
-    def close(self) -> bool:
-        """Finish the file; False when no row was written (and so no file exists)."""
-        if self.writer is None or self.stream is None:
-            return False
-        self.writer.close()  # leaves the stream open: it was handed a stream, not a path
-        self.size = self.stream.tell()
-        self.stream.close()  # on an object store, this completes the upload
-        return True

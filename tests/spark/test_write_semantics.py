@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pandas as pd
+import polars as pl
 import pytest
 
 from runner.commands.run import run_pipeline
@@ -16,9 +17,22 @@ DATA_COLUMNS = ["id", "city", "ts", "amount"]
 CITIES = ["ams", "sf", "nyc"]
 
 
-def _target(operation: str, **extra) -> dict:
+@pytest.fixture(params=["COPY_ON_WRITE", "MERGE_ON_READ"])
+def table_type(request) -> str:
+    """Every write-semantics test runs on both table types, against the same reference."""
+    return request.param
+
+
+# MERGE_ON_READ with thresholds no bucket reaches: every change goes through deletion vectors
+NEVER_REWRITE = {"max_delta_files": 1000, "max_deleted_fraction": 1.0}
+
+
+def _target(operation: str, table_type: str = "COPY_ON_WRITE", **extra) -> dict:
+    mor = {"compaction": NEVER_REWRITE} if table_type == "MERGE_ON_READ" else {}
     return {
         "operation": operation,
+        "table_type": table_type,
+        **mor,
         "record_key": "id",
         "precombine_field": "ts",
         "key_generator": {"type": "SIMPLE", "partition_fields": "city"},
@@ -80,7 +94,7 @@ def _normalized(frame: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["id", "ts", "amount"]).reset_index(drop=True)
 
 
-def test_random_sequence_matches_pandas_reference(spark, tmp_path):
+def test_random_sequence_matches_pandas_reference(spark, tmp_path, table_type):
     rng = random.Random(20261122)
     ref = Reference()
     steps = [
@@ -91,12 +105,13 @@ def test_random_sequence_matches_pandas_reference(spark, tmp_path):
         ("delete", 15, False),
         ("upsert", 40, True),
     ]
+    with_dvs = 0
     for i, (operation, n, deletes) in enumerate(steps):
         batch = _random_batch(rng, n, key_space=40, deletes=deletes)
         if operation == "bulk_insert":
             batch = batch.drop_duplicates(["id"])  # bulk_insert keeps duplicates, like Hudi
         extra = {"delete_marker": "deleted"} if operation == "upsert" else {}
-        target = _target(operation, **extra)
+        target = _target(operation, table_type, **extra)
         if operation != "upsert":
             target.pop("precombine_field")
             batch = batch.drop(columns="deleted")
@@ -105,16 +120,20 @@ def test_random_sequence_matches_pandas_reference(spark, tmp_path):
         summary = run_pipeline(load_spec(spec), spark=spark)
         getattr(ref, operation)(batch.assign(deleted=batch.get("deleted", False)))
         assert summary.rows_read == len(batch)
+        with_dvs += summary.buckets_with_deletion_vectors
 
         expected = _normalized(ref.rows)
         got = _normalized(read_table(tmp_path / "table"))
         pd.testing.assert_frame_equal(got, expected, check_dtype=False, obj=f"after step {i}")
     via_spark = spark_read_table(spark, str(tmp_path / "table")).toPandas()
     pd.testing.assert_frame_equal(_normalized(via_spark), expected, check_dtype=False)
+    via_polars = pl.read_delta(str(tmp_path / "table")).to_pandas()
+    pd.testing.assert_frame_equal(_normalized(via_polars), expected, check_dtype=False)
+    assert (with_dvs > 0) == (table_type == "MERGE_ON_READ")
 
 
-def test_upsert_counts_and_merge_modes(spark, tmp_path):
-    spec = write_spec(tmp_path, _target("upsert"))
+def test_upsert_counts_and_merge_modes(spark, tmp_path, table_type):
+    spec = write_spec(tmp_path, _target("upsert", table_type))
     write_batch(
         tmp_path,
         pd.DataFrame(
@@ -135,21 +154,21 @@ def test_upsert_counts_and_merge_modes(spark, tmp_path):
     assert table.loc[1, "amount"] == 1.0 and table.loc[2, "amount"] == 20.0
 
     # commit_time: the incoming record always wins
-    spec = write_spec(tmp_path, _target("upsert", merge_mode="commit_time"))
+    spec = write_spec(tmp_path, _target("upsert", table_type, merge_mode="commit_time"))
     write_batch(tmp_path, pd.DataFrame({"id": [1], "city": ["ams"], "ts": [0], "amount": [99.0]}))
     third = run_pipeline(load_spec(spec), spark=spark)
     assert third.updated == 1
     assert read_table(tmp_path / "table").set_index("id").loc[1, "amount"] == 99.0
 
 
-def test_insert_filter_dupes_drops_batch_and_stored_duplicates(spark, tmp_path):
-    spec = write_spec(tmp_path, _target("insert"))
+def test_insert_filter_dupes_drops_batch_and_stored_duplicates(spark, tmp_path, table_type):
+    spec = write_spec(tmp_path, _target("insert", table_type))
     write_batch(
         tmp_path,
         pd.DataFrame({"id": [1, 2], "city": ["ams"] * 2, "ts": [1, 1], "amount": [1.0, 2.0]}),
     )
     run_pipeline(load_spec(spec), spark=spark)
-    spec = write_spec(tmp_path, _target("insert", filter_dupes=True))
+    spec = write_spec(tmp_path, _target("insert", table_type, filter_dupes=True))
     write_batch(
         tmp_path,
         pd.DataFrame(
@@ -163,14 +182,14 @@ def test_insert_filter_dupes_drops_batch_and_stored_duplicates(spark, tmp_path):
     assert table.set_index("id").loc[3, "amount"] == 7.0  # the greater ts of the batch
 
 
-def test_delete_counts_missing_keys(spark, tmp_path):
-    spec = write_spec(tmp_path, _target("bulk_insert"))
+def test_delete_counts_missing_keys(spark, tmp_path, table_type):
+    spec = write_spec(tmp_path, _target("bulk_insert", table_type))
     write_batch(
         tmp_path,
         pd.DataFrame({"id": [1, 2, 3], "city": ["ams"] * 3, "ts": [1] * 3, "amount": [1.0] * 3}),
     )
     run_pipeline(load_spec(spec), spark=spark)
-    target = {k: v for k, v in _target("delete").items() if k != "precombine_field"}
+    target = {k: v for k, v in _target("delete", table_type).items() if k != "precombine_field"}
     spec = write_spec(tmp_path, target)
     write_batch(tmp_path, pd.DataFrame({"id": [2, 9], "city": ["ams", "ams"]}))
     summary = run_pipeline(load_spec(spec), spark=spark)
@@ -179,8 +198,8 @@ def test_delete_counts_missing_keys(spark, tmp_path):
 
 
 @pytest.mark.parametrize("operation", ["upsert", "insert"])
-def test_unchanged_buckets_are_not_rewritten(spark, tmp_path, operation):
-    spec = write_spec(tmp_path, _target(operation))
+def test_unchanged_buckets_are_not_rewritten(spark, tmp_path, operation, table_type):
+    spec = write_spec(tmp_path, _target(operation, table_type))
     write_batch(
         tmp_path,
         pd.DataFrame({"id": range(40), "city": ["ams"] * 40, "ts": [1] * 40, "amount": [1.0] * 40}),
@@ -197,9 +216,11 @@ def test_unchanged_buckets_are_not_rewritten(spark, tmp_path, operation):
         assert again.version is None and again.stale_skipped == 2 and again.files_added == 0
 
 
-def test_non_partitioned_table_keeps_files_at_the_root(spark, tmp_path):
+def test_non_partitioned_table_keeps_files_at_the_root(spark, tmp_path, table_type):
     target = {
         "operation": "upsert",
+        "table_type": table_type,
+        **({"compaction": NEVER_REWRITE} if table_type == "MERGE_ON_READ" else {}),
         "record_key": ["id", "kind"],
         "precombine_field": "ts",
         "key_generator": {"type": "NON_PARTITIONED"},

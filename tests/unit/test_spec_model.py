@@ -48,6 +48,11 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "$defs/cleaning/properties/retain_commits": _default(m.CleaningSpec, "retain_commits"),
     "$defs/cleaning/properties/min_age_hours": _default(m.CleaningSpec, "min_age_hours"),
     "$defs/cleaning/properties/after_commit": _default(m.CleaningSpec, "after_commit"),
+    "$defs/compaction/properties/max_delta_files": _default(m.CompactionSpec, "max_delta_files"),
+    "$defs/compaction/properties/max_deleted_fraction": _default(
+        m.CompactionSpec, "max_deleted_fraction"
+    ),
+    "$defs/compaction/properties/after_commit": _default(m.CompactionSpec, "after_commit"),
     "$defs/expectation/properties/action": _default(m.Expectation, "action"),
     "$defs/quarantine/properties/max_fraction": _default(m.QuarantineSpec, "max_fraction"),
     "$defs/jdbc/properties/fetch_size": _default(m.JdbcSpec, "fetch_size"),

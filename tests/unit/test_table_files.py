@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from runner.index.layout import BucketLayout
 from runner.index.naming import data_file_name, new_file_id, parse_data_file_name
 from runner.sources.listing import FileCheckpoint, list_new_files
-from runner.table.writer import BucketFile
+from runner.table.parquet_file import BucketFile
 
 
 def test_a_bucket_file_is_zstd_parquet_with_delta_statistics(tmp_path):

@@ -1,0 +1,136 @@
+"""One parquet file of a bucket, written with pyarrow, with the Delta statistics of its rows.
+
+Every writer of the runner (a run's bucket merge, an expansion, a compaction) writes
+through BucketFile: zstd, dictionary pages where they pay, and min/max/null counts kept
+while the rows stream through, so the commit needs no second read of the file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from runner.table.meta import COMMIT_SEQNO, RECORD_KEY
+
+# Distinct in every row: a dictionary page would only be built and thrown away.
+_UNIQUE_COLUMNS = (COMMIT_SEQNO, RECORD_KEY)
+
+
+def _stat_value(value: object, typ: pa.DataType, upper: bool) -> object | None:
+    """A min/max value as Delta's JSON statistics want it, or None to leave it out."""
+    if value is None:
+        return None
+    if pa.types.is_floating(typ):
+        return None if math.isnan(value) or math.isinf(value) else value  # type: ignore[arg-type]
+    if pa.types.is_integer(typ) or pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return value
+    if pa.types.is_date32(typ):
+        return str(value.isoformat())  # type: ignore[attr-defined]
+    if pa.types.is_timestamp(typ):
+        ts: dt.datetime = value  # type: ignore[assignment]
+        # Delta stats have millisecond precision: round the max up so pruning stays safe.
+        ms = ts.replace(microsecond=ts.microsecond // 1000 * 1000)
+        if upper and ms != ts:
+            ms += dt.timedelta(milliseconds=1)
+        if ms.tzinfo is not None:
+            ms = ms.astimezone(dt.UTC).replace(tzinfo=None)
+        return ms.isoformat(timespec="milliseconds") + "Z"
+    return None
+
+
+@dataclass
+class FileStats:
+    """Running min, max and null count per top-level column of one file."""
+
+    schema: pa.Schema
+    mins: dict[str, object] = field(default_factory=dict)
+    maxs: dict[str, object] = field(default_factory=dict)
+    nulls: dict[str, int] = field(default_factory=dict)
+    rows: int = 0
+
+    def add(self, table: pa.Table) -> None:
+        self.rows += table.num_rows
+        for f in self.schema:
+            if pa.types.is_nested(f.type):
+                continue
+            column = table.column(f.name)
+            self.nulls[f.name] = self.nulls.get(f.name, 0) + column.null_count
+            if f.type == pa.bool_() or pa.types.is_decimal(f.type) or pa.types.is_binary(f.type):
+                continue
+            mm = pc.min_max(column)
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            if lo is None:
+                continue
+            if f.name not in self.mins or lo < self.mins[f.name]:
+                self.mins[f.name] = lo
+            if pa.types.is_floating(f.type) and pc.any(pc.is_nan(column)).as_py():
+                # min_max skips NaN, which sorts above every number: the file gets no bounds
+                # (NaN stays the max, as no comparison with it is true)
+                self.maxs[f.name] = math.nan
+            elif f.name not in self.maxs or hi > self.maxs[f.name]:
+                self.maxs[f.name] = hi
+
+    def to_json(self) -> str:
+        mins, maxs = {}, {}
+        for f in self.schema:
+            lo = _stat_value(self.mins.get(f.name), f.type, upper=False)
+            hi = _stat_value(self.maxs.get(f.name), f.type, upper=True)
+            if lo is not None and hi is not None:
+                mins[f.name], maxs[f.name] = lo, hi
+        return json.dumps(
+            {"numRecords": self.rows, "minValues": mins, "maxValues": maxs, "nullCount": self.nulls}
+        )
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """In the file schema's column order and types; columns a stored file lacks are null."""
+    columns = [
+        table.column(f.name) if f.name in table.column_names else pa.nulls(len(table), f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(columns, names=schema.names).cast(schema)
+
+
+class BucketFile:
+    """One bucket's new parquet file, opened on the first rows, with running statistics."""
+
+    def __init__(self, fs: pafs.FileSystem, full_path: str, schema: pa.Schema):
+        self.fs = fs
+        self.full_path = full_path
+        self.schema = schema
+        self.stats = FileStats(schema)
+        self.writer: pq.ParquetWriter | None = None
+        self.stream: pa.NativeFile | None = None
+        self.size = 0
+
+    def write(self, rows: pa.Table) -> None:
+        if rows.num_rows == 0:
+            return
+        if self.writer is None:
+            if self.fs.type_name == "local":  # an object store has no directories to make
+                self.fs.create_dir(self.full_path.rsplit("/", 1)[0], recursive=True)
+            self.stream = self.fs.open_output_stream(self.full_path)
+            self.writer = pq.ParquetWriter(
+                self.stream,
+                self.schema,
+                compression="zstd",  # about half of snappy's size here; every Delta reader has it
+                use_dictionary=[n for n in self.schema.names if n not in _UNIQUE_COLUMNS],
+            )
+        self.writer.write_table(rows)
+        self.stats.add(rows)
+
+    def close(self) -> bool:
+        """Finish the file; False when no row was written (and so no file exists)."""
+        if self.writer is None or self.stream is None:
+            return False
+        self.writer.close()  # leaves the stream open: it was handed a stream, not a path
+        self.size = self.stream.tell()
+        self.stream.close()  # on an object store, this completes the upload
+        return True

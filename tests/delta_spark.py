@@ -1,0 +1,183 @@
+"""delta-spark, Spark's own Delta reader, as the reference reader of runner-written tables.
+
+delta-spark implements the whole Delta protocol (deletion vectors included), so a test can
+read a table the runner wrote with `read_with_delta_spark(spark, path)` and compare rows.
+
+The jars come from Maven Central through Maven (Debian: package `maven`; `./dev test`
+installs it as root with apt-get): `delta_jars()` copies them once into
+`~/.cache/runner/jars/delta-<version>_<scala>/` ($RUNNER_JAR_CACHE or $XDG_CACHE_HOME move
+it) and afterwards only checks that they are there. Without Maven or the network it returns
+[] and the tests that need it skip, saying why (`needs_delta_spark`). On a machine with no
+Maven, copying the two jars into that directory by hand works too.
+
+The shared `spark` fixture (tests/conftest.py) starts its one session with these jars and
+`SPARK_CONF`: a session extension is a static conf, so it cannot be added later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+# Delta 4.0.x is the line for Spark 4.0.x (Delta 4.0.1 is built against Spark 4.0.1, the
+# pyspark this project pins); Scala 2.13 like pyspark's own jars. delta-spark's other runtime
+# dependencies (scala-library, antlr4-runtime 4.13.1) ship with pyspark.
+DELTA_VERSION = "4.0.1"
+SCALA_VERSION = "2.13"
+ARTIFACTS = (
+    f"io.delta:delta-spark_{SCALA_VERSION}:{DELTA_VERSION}",
+    f"io.delta:delta-storage:{DELTA_VERSION}",
+)
+# Pinned, so that the fetch does not depend on the default that a Maven version picks.
+DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+FETCH_TIMEOUT_S = 600
+
+EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+SPARK_CONF = {
+    # Required: without it delta-spark reads a table with deletion vectors WITHOUT applying
+    # them (deleted rows come back, no error); the extension's planner rule adds the filter.
+    "spark.sql.extensions": EXTENSION,
+    # delta-spark refuses every read unless spark.sql.catalog.spark_catalog is set (to
+    # DeltaCatalog). Path reads need no catalog: switch the check off rather than replace the
+    # session catalog that the rest of the suite uses.
+    "spark.databricks.delta.requiredSparkConfsCheck.enabled": "false",
+}
+
+
+def _cache_root() -> Path:
+    if os.environ.get("RUNNER_JAR_CACHE"):
+        return Path(os.environ["RUNNER_JAR_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base) / "runner" / "jars"
+
+
+def jar_dir() -> Path:
+    return _cache_root() / f"delta-{DELTA_VERSION}_{SCALA_VERSION}"
+
+
+def _jar_name(coordinate: str) -> str:
+    _, artifact, version = coordinate.split(":")
+    return f"{artifact}-{version}.jar"
+
+
+def _complete(directory: Path) -> list[str] | None:
+    """The jar paths when every jar is there and is a readable zip, else None."""
+    paths = [directory / _jar_name(c) for c in ARTIFACTS]
+    if all(p.is_file() and zipfile.is_zipfile(p) for p in paths):
+        return [str(p) for p in paths]
+    return None
+
+
+def _fetch(mvn: str, into: Path) -> str | None:
+    """Copy ARTIFACTS into `into` with Maven; None, or why it failed."""
+    for coordinate in ARTIFACTS:
+        cmd = [mvn, "-q", "-B", "-C", "-Dstyle.color=never"]
+        cmd += [f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact={coordinate}:jar"]
+        cmd += [f"-DoutputDirectory={into}"]
+        try:
+            res = subprocess.run(
+                cmd,
+                cwd=into,  # no pom.xml there: Maven runs without a project
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=FETCH_TIMEOUT_S,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"`mvn dependency:copy {coordinate}` failed: {exc}"
+        if res.returncode != 0:
+            errors = [ln for ln in res.stdout.splitlines() if "ERROR" in ln][:3]
+            detail = " ".join(errors) or res.stderr.strip()[-500:]
+            return f"`mvn dependency:copy {coordinate}` exited {res.returncode}: {detail}"
+    return None
+
+
+@functools.cache
+def _resolve() -> tuple[tuple[str, ...], str | None]:
+    """(jar paths, None) or ((), why not). Runs Maven at most once per test session."""
+    final = jar_dir()
+    found = _complete(final)
+    if found:
+        return tuple(found), None
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        return (), (
+            f"delta-spark {DELTA_VERSION} jars are not in {final} and there is no `mvn` to "
+            "fetch them: `./dev test` installs Maven when run as root with apt-get; or "
+            "`sudo apt-get install -y maven`"
+        )
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
+    try:
+        problem = _fetch(mvn, staging)
+        if problem:
+            return (), f"could not fetch delta-spark {DELTA_VERSION} from Maven Central: {problem}"
+        if _complete(staging) is None:
+            return (), f"Maven left incomplete delta-spark jars in {staging}"
+        if final.exists() and _complete(final) is None:
+            shutil.rmtree(final, ignore_errors=True)  # an incomplete earlier copy
+        # Fails when another test session got there first: then its copy serves.
+        with contextlib.suppress(OSError):
+            staging.rename(final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    found = _complete(final)
+    if found:
+        return tuple(found), None
+    return (), f"delta-spark jars in {final} are incomplete after fetching them"
+
+
+def delta_jars() -> list[str]:
+    """delta-spark's jars (fetched once into the cache), or [] when they cannot be had."""
+    return list(_resolve()[0])
+
+
+def delta_spark_problem() -> str | None:
+    """Why delta_jars() is empty, or None."""
+    return _resolve()[1]
+
+
+def delta_spark_ready(spark: SparkSession) -> str | None:
+    """Why this session cannot read Delta with delta-spark, or None."""
+    problem = delta_spark_problem()
+    if problem:
+        return problem
+    extensions = spark.conf.get("spark.sql.extensions", "") or ""
+    if EXTENSION not in [e.strip() for e in extensions.split(",")]:
+        return (
+            f"the SparkSession was started without {EXTENSION} "
+            "(tests/delta_spark.py SPARK_CONF): delta-spark would ignore deletion vectors"
+        )
+    return None
+
+
+@pytest.fixture
+def needs_delta_spark(spark: SparkSession) -> SparkSession:
+    """The shared session, able to read Delta with delta-spark; skips saying why not."""
+    problem = delta_spark_ready(spark)
+    if problem:
+        pytest.skip(f"delta-spark reference reader unavailable: {problem}")
+    return spark
+
+
+def read_with_delta_spark(
+    spark: SparkSession, path: str | os.PathLike[str]
+) -> list[dict[str, Any]]:
+    """The table's current rows as delta-spark reads them (deletion vectors applied)."""
+    problem = delta_spark_ready(spark)
+    if problem:  # a read without the extension returns deleted rows: never do it silently
+        raise RuntimeError(f"cannot read with delta-spark: {problem}")
+    frame = spark.read.format("delta").load(str(path))
+    return [row.asDict(recursive=True) for row in frame.collect()]
