@@ -397,6 +397,35 @@ def clean(
 
 
 @cli.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option(
+    "--partition",
+    "partitions",
+    multiple=True,
+    metavar="PARTITION_PATH",
+    help="Only this partition (repeatable), e.g. city=paris.",
+)
+@click.option("--dry-run", is_flag=True, help="Print what would be folded; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def compact(spec: str, partitions: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
+    """Fold each bucket's files and deletion vectors into one file (MERGE_ON_READ tables).
+
+    \b
+      runner compact SPEC.yaml                        every bucket with delta files or deletes
+      runner compact SPEC.yaml --partition city=ams   one partition
+      runner compact SPEC.yaml --dry-run              what it would fold (no JVM)
+
+    Each folded bucket becomes one file sorted by key, in one commit that changes no row.
+    A bucket a writer changes meanwhile is left for the next compaction, never half done.
+    """
+    from runner.commands.compact import compact_table
+    from runner.spec import load_spec
+
+    done = compact_table(load_spec(spec), partitions, dry_run, console_progress=sys.stderr.isatty())
+    click.echo(json.dumps(done.to_dict(), indent=2) if as_json else done.render())
+
+
+@cli.command()
 @click.argument("table")
 @click.option("--since", metavar="INSTANT", help="Only rows committed after this instant.")
 @click.option("--until", metavar="INSTANT", help="Only rows committed at or before this instant.")

@@ -7,7 +7,8 @@
                                 to appear, then go on (a test runs another writer meanwhile)
 
 Points: keyed (the batch is read and keyed, nothing written), after_bucket_file (on an
-executor, a bucket file is complete), before_commit (every file written), after_commit
+executor, a bucket file is complete), after_deletion_vector (on an executor, a bucket's
+deletion vector file is written), before_commit (every file written), after_commit
 (committed, the run not yet finished). Used by the tests to prove that a run failing or
 killed at any of them leaves the table at a version a reader can use.
 """

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -53,6 +54,9 @@ SPARK_CONF = {
     # DeltaCatalog). Path reads need no catalog: switch the check off rather than replace the
     # session catalog that the rest of the suite uses.
     "spark.databricks.delta.requiredSparkConfsCheck.enabled": "false",
+    # Delta rebuilds a table's state from its log in 50 partitions by default: on local[2]
+    # and tests' small logs, 2 make a first read of a table seconds faster.
+    "spark.databricks.delta.snapshotPartitions": "2",
 }
 
 
@@ -98,8 +102,9 @@ def _fetch(mvn: str, into: Path) -> str | None:
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"`mvn dependency:copy {coordinate}` failed: {exc}"
         if res.returncode != 0:
-            errors = [ln for ln in res.stdout.splitlines() if "ERROR" in ln][:3]
-            detail = " ".join(errors) or res.stderr.strip()[-500:]
+            out = re.sub(r"\x1b\[[0-9;]*m", "", res.stdout + res.stderr)  # colour codes
+            errors = [ln for ln in out.splitlines() if ln.startswith("[ERROR]") and ln[8:]]
+            detail = errors[0] if errors else out.strip()[-500:]
             return f"`mvn dependency:copy {coordinate}` exited {res.returncode}: {detail}"
     return None
 
@@ -126,6 +131,7 @@ def _resolve() -> tuple[tuple[str, ...], str | None]:
             return (), f"could not fetch delta-spark {DELTA_VERSION} from Maven Central: {problem}"
         if _complete(staging) is None:
             return (), f"Maven left incomplete delta-spark jars in {staging}"
+        staging.chmod(0o755)  # mkdtemp made it 0700
         if final.exists() and _complete(final) is None:
             shutil.rmtree(final, ignore_errors=True)  # an incomplete earlier copy
         # Fails when another test session got there first: then its copy serves.

@@ -8,7 +8,9 @@ every file younger than `min_age_hours` (a run may still be writing it), and eve
 runner did not write, which is reported and never touched. The Delta log is not changed.
 
 delta-rs' `vacuum(full=True)` is not used: it deletes every file the log does not reference,
-whoever wrote it, and live deletion-vector files too.
+whoever wrote it, and live deletion-vector files too. The runner's deletion vector files
+(`_deletion_vectors/<instant>/...`) are cleaned like its data files: removed once no kept
+version references them.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from runner.errors import UserError
 from runner.ops.summary import human_size
 from runner.spec.model import PipelineSpec
 from runner.table.directory import StoredFile, walk
-from runner.table.snapshot import open_table
+from runner.table.log_replay import live_adds
+from runner.table.snapshot import DELETION_VECTORS, open_table
 from runner.table.storage import TableLocation
 
 log = structlog.get_logger(__name__)
@@ -115,10 +118,8 @@ def clean_table(
 
 
 def _referenced(location: TableLocation, versions: list[int]) -> set[str]:
-    """Every data file (table-relative, decoded) some version of `versions` references.
-
-    Deletion-vector files are not among them: the runner writes none, so it never takes one
-    for its own (they are left alone with the other files it did not write)."""
+    """Every data file and deletion vector file (table-relative, decoded) some version of
+    `versions` references: a live DV file is never removed."""
     options = location.storage_options()
     table = DeltaTable(location.uri, version=versions[0], storage_options=options)
     paths: set[str] = set()
@@ -127,6 +128,11 @@ def _referenced(location: TableLocation, versions: list[int]) -> set[str]:
             table.load_as_version(version)
         actions = pa.table(table.get_add_actions(flatten=True))
         paths.update(unquote(p) for p in actions.column("path").to_pylist())
+        if DELETION_VECTORS in (table.protocol().reader_features or []):
+            for add in live_adds(location, version).values():
+                dv = add.deletion_vector
+                if dv is not None and dv.relative_path:
+                    paths.add(dv.relative_path)
     return paths
 
 

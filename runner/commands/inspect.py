@@ -4,6 +4,10 @@ Everything comes from the log's file statistics: no data file is read and no JVM
 Skew is the largest bucket over the mean bucket of a partition (empty buckets count, with
 0 bytes): 1.0 is a perfectly even spread; a partition whose largest bucket is far above
 the mean, or whose buckets are all large, is a candidate for `runner expand`.
+
+On a MERGE_ON_READ table, rows are the live rows (stored minus those deletion vectors
+delete), and each partition also reports its deleted rows and the buckets holding more
+than one file: what `runner compact` would fold.
 """
 
 from __future__ import annotations
@@ -26,18 +30,18 @@ def inspect_table(uri: str) -> dict[str, Any]:
         raise UserError(f"{uri} is a Delta table not written by runner (no runner.* settings)")
     layout = BucketLayout.from_configuration(snapshot.configuration)
     partitions: dict[str, dict[int, dict[str, int]]] = {}
+    empty = {"rows": 0, "deleted_rows": 0, "bytes": 0, "files": 0}
     for f in snapshot.files():
-        bucket = partitions.setdefault(f.partition_path, {}).setdefault(
-            f.bucket, {"rows": 0, "bytes": 0, "files": 0}
-        )
-        bucket["rows"] += f.num_records
+        bucket = partitions.setdefault(f.partition_path, {}).setdefault(f.bucket, dict(empty))
+        bucket["rows"] += f.live_records
+        bucket["deleted_rows"] += f.deleted_records
         bucket["bytes"] += f.size
         bucket["files"] += 1
     report_partitions = []
     for pp in sorted(partitions):
         count = layout.count_for(pp)
         buckets = [
-            {"bucket": b, **partitions[pp].get(b, {"rows": 0, "bytes": 0, "files": 0})}
+            {"bucket": b, **partitions[pp].get(b, empty)}
             for b in range(max(count, max(partitions[pp]) + 1))
         ]
         sizes = [b["bytes"] for b in buckets]
@@ -49,6 +53,8 @@ def inspect_table(uri: str) -> dict[str, Any]:
                 "rows": sum(b["rows"] for b in buckets),
                 "bytes": sum(sizes),
                 "files": sum(b["files"] for b in buckets),
+                "deleted_rows": sum(b["deleted_rows"] for b in buckets),
+                "buckets_with_delta_files": sum(1 for b in buckets if b["files"] > 1),
                 "largest_bucket_bytes": max(sizes),
                 "empty_buckets": sum(1 for b in buckets if b["files"] == 0),
                 "skew": round(max(sizes) / mean, 3) if mean else 0.0,
@@ -58,19 +64,23 @@ def inspect_table(uri: str) -> dict[str, Any]:
     return {
         "table": uri,
         "version": snapshot.version,
+        "table_type": snapshot.configuration.get("runner.table.type", "COPY_ON_WRITE"),
         "buckets_default": layout.default,
         "buckets_by_partition": dict(layout.partitions),
         "partitions": report_partitions,
         "rows": sum(p["rows"] for p in report_partitions),
         "bytes": sum(p["bytes"] for p in report_partitions),
         "files": sum(p["files"] for p in report_partitions),
+        "deleted_rows": sum(p["deleted_rows"] for p in report_partitions),
     }
 
 
 def render_report(report: dict[str, Any]) -> str:
+    mor = report["table_type"] == "MERGE_ON_READ"
     lines = [
-        f"{report['table']}  version {report['version']}  {report['rows']:,} rows  "
-        f"{human_size(report['bytes'])} in {report['files']} file(s)",
+        f"{report['table']}  version {report['version']}  {report['table_type']}  "
+        f"{report['rows']:,} rows  {human_size(report['bytes'])} in {report['files']} file(s)"
+        + (f"  ({report['deleted_rows']:,} deleted rows in them)" if mor else ""),
         f"buckets: {report['buckets_default']} per partition"
         + (
             f", own counts: {report['buckets_by_partition']}"
@@ -79,7 +89,7 @@ def render_report(report: dict[str, Any]) -> str:
         ),
         "",
         f"{'partition':<32} {'buckets':>7} {'empty':>5} {'rows':>12} {'bytes':>10} "
-        f"{'largest':>10} {'skew':>5}",
+        f"{'largest':>10} {'skew':>5}" + (f" {'deleted':>10} {'multi-file':>10}" if mor else ""),
     ]
     for p in report["partitions"]:
         name = p["partition"] or "<table root>"
@@ -87,6 +97,7 @@ def render_report(report: dict[str, Any]) -> str:
             f"{name[:32]:<32} {p['buckets']:>7} {p['empty_buckets']:>5} {p['rows']:>12,} "
             f"{human_size(p['bytes']):>10} {human_size(p['largest_bucket_bytes']):>10} "
             f"{p['skew']:>5.2f}"
+            + (f" {p['deleted_rows']:>10,} {p['buckets_with_delta_files']:>10}" if mor else "")
         )
     return "\n".join(lines)
 

@@ -19,13 +19,15 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from runner.errors import UserError
+from runner.table.arrow_read import read_live
+from runner.table.log_replay import live_adds
 from runner.table.meta import COMMIT_TIME
+from runner.table.snapshot import DELETION_VECTORS
 from runner.table.storage import locate
 
 INSTANT_DIGITS = 17  # yyyyMMddHHmmssSSS
@@ -65,24 +67,30 @@ def read_rows(
                 "20261122093000000 (the _commit_time of a row, or a run summary's instant)"
             )
     actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
-    if since is None and until is None:
-        return ReadResult(table.to_pyarrow_table(), table.version(), len(actions), len(actions))
-    if COMMIT_TIME not in table.schema().to_arrow().names:
-        raise UserError(f"{path} has no {COMMIT_TIME} column: --since/--until need a runner table")
+    schema = pa.schema(table.schema().to_arrow())
+    wanted = None
+    if since is not None or until is not None:
+        if COMMIT_TIME not in schema.names:
+            raise UserError(
+                f"{path} has no {COMMIT_TIME} column: --since/--until need a runner table"
+            )
+        wanted = pc.field(COMMIT_TIME).is_valid()
+        if since is not None:
+            wanted &= pc.field(COMMIT_TIME) > since
+        if until is not None:
+            wanted &= pc.field(COMMIT_TIME) <= until
     keep = [row for row in actions if _may_hold(row, since, until)]
-    fs, root = location.filesystem()
-    dataset = ds.dataset(
-        [f"{root}/{unquote(row['path'])}" for row in keep],
-        schema=pa.schema(table.schema().to_arrow()),
-        format="parquet",
-        filesystem=fs,
+    # a MERGE_ON_READ table: each file's deletion vector, from the log at this version
+    vectors = (
+        {p: a.deletion_vector for p, a in live_adds(location, table.version()).items()}
+        if DELETION_VECTORS in (table.protocol().reader_features or [])
+        else {}
     )
-    wanted = pc.field(COMMIT_TIME).is_valid()
-    if since is not None:
-        wanted &= pc.field(COMMIT_TIME) > since
-    if until is not None:
-        wanted &= pc.field(COMMIT_TIME) <= until
-    return ReadResult(dataset.to_table(filter=wanted), table.version(), len(keep), len(actions))
+    if wanted is None and not vectors:  # delta-rs reads any Delta table, partitioned too
+        return ReadResult(table.to_pyarrow_table(), table.version(), len(keep), len(actions))
+    files = [(unquote(row["path"]), vectors.get(unquote(row["path"]))) for row in keep]
+    rows = read_live(location, schema, files, wanted)
+    return ReadResult(rows, table.version(), len(keep), len(actions))
 
 
 def _is_instant(value: str) -> bool:

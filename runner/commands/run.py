@@ -20,6 +20,7 @@ from pyspark.sql.types import BooleanType, StructType
 
 from runner import faults, logs
 from runner.commands.clean import clean_table
+from runner.commands.compact import compact_if_due
 from runner.commands.expand import check_automatic_expansion, expand_if_due
 from runner.errors import CommitConflictError, UnreadableFileError, UserError
 from runner.index.layout import BucketLayout
@@ -488,11 +489,15 @@ class PipelineRun:
         append_quarantine(quarantine.path, rows, metadata, self.app_id)
 
     def after_commit(self) -> None:
-        """Expansion and cleaning the spec asks for once a version is committed."""
+        """Compaction, expansion and cleaning the spec asks for once a version is committed."""
         summary, target = self.summary, self.target
         if summary.version is None:
             return
         assert self.spark is not None
+        with self.stages.stage("compact"):
+            compacted = compact_if_due(self.spark, self.spec)
+        if compacted:
+            summary.compaction = compacted.to_dict()
         expanded = expand_if_due(self.spark, self.spec)
         if expanded:
             summary.expansion = expanded.to_dict()

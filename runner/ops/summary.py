@@ -62,6 +62,7 @@ class RunSummary:
     files_skipped: list[dict[str, Any]] = field(
         default_factory=list
     )  # unreadable, on_bad_file: skip
+    compaction: dict[str, Any] | None = None  # target.compaction.after_commit, if it folded any
     expansion: dict[str, Any] | None = None  # the automatic expansion after the commit, if one ran
     files_cleaned: int | None = None  # by target.cleaning.after_commit
     stage_seconds: dict[str, float] = field(default_factory=dict)
@@ -127,6 +128,12 @@ class RunSummary:
                 lines.append(f"    ... and {len(self.files_skipped) - SHOWN_SKIPPED} more")
         if self.columns_added:
             lines.append(f"  new columns  {', '.join(self.columns_added)}")
+        if self.compaction:
+            c = self.compaction
+            lines.append(
+                f"  compacted    {c['buckets']} bucket(s) past target.compaction thresholds "
+                f"into one file each, version {c['version']}"
+            )
         if self.expansion:
             e = self.expansion
             lines.append(

@@ -18,8 +18,11 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from runner.errors import UserError
+from runner.table.deletion_vectors import DeletionVector
+from runner.table.log_replay import live_adds
 from runner.table.meta import COMMIT_TIME
-from runner.table.storage import storage_options
+from runner.table.snapshot import DELETION_VECTORS
+from runner.table.storage import locate, storage_options
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,8 @@ class DeltaRead:
     version: int  # the source version read
     files_total: int
     bytes: int
+    # files of `paths` with a deletion vector, by file name: their deleted rows are dropped
+    deletion_vectors: dict[str, DeletionVector]
 
 
 def open_source_table(uri: str, where: str) -> DeltaTable:
@@ -43,7 +48,7 @@ def open_source_table(uri: str, where: str) -> DeltaTable:
             "Delta tables (its own are), partitioned ones need delta-spark"
         )
     features = table.protocol().reader_features or []
-    if features and set(features) - {"timestampNtz"}:
+    if features and set(features) - {"timestampNtz", DELETION_VECTORS}:
         raise UserError(
             f"{where}: {uri} uses Delta reader features {', '.join(features)}, which reading "
             "its parquet files directly would get wrong; read it with delta-spark"
@@ -61,7 +66,7 @@ def plan_delta_read(uri: str, since: Any, incremental: bool, where: str) -> Delt
     if not incremental or since is None:
         paths = [f"{root}/{unquote(row['path'])}" for row in actions]
         size = sum(row["size_bytes"] for row in actions)
-        return DeltaRead(paths, None, version, len(actions), size)
+        return DeltaRead(paths, None, version, len(actions), size, _vectors(table, uri, paths))
     start = _checkpoint_version(since, where)
     if COMMIT_TIME not in table.schema().to_arrow().names:
         raise UserError(
@@ -81,7 +86,20 @@ def plan_delta_read(uri: str, since: Any, incremental: bool, where: str) -> Delt
     )
     keep = [row for row in actions if _may_hold(row, instants)]
     paths = [f"{root}/{unquote(row['path'])}" for row in keep]
-    return DeltaRead(paths, instants, version, len(actions), sum(r["size_bytes"] for r in keep))
+    size = sum(r["size_bytes"] for r in keep)
+    return DeltaRead(paths, instants, version, len(actions), size, _vectors(table, uri, paths))
+
+
+def _vectors(table: DeltaTable, uri: str, paths: list[str]) -> dict[str, DeletionVector]:
+    """The deletion vectors of the files to read (a MERGE_ON_READ runner table has some)."""
+    if DELETION_VECTORS not in (table.protocol().reader_features or []):
+        return {}
+    names = {p.rsplit("/", 1)[-1] for p in paths}
+    return {
+        path.rsplit("/", 1)[-1]: add.deletion_vector
+        for path, add in live_adds(locate(uri), table.version()).items()
+        if add.deletion_vector and path.rsplit("/", 1)[-1] in names
+    }
 
 
 def _checkpoint_version(since: Any, where: str) -> int:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner.spec.model import Source
+from runner.table.deletion_vectors import DeletionVector
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,8 @@ class SourcePlan:
     paths: tuple[str, ...] | None = None  # exactly these files (None: the source's path)
     base_path: str | None = None  # the directory partition discovery starts from
     instants: tuple[str, ...] | None = None  # a Delta source: only rows of these commits
+    # a Delta source: deletion vectors of the files read, by file name
+    deletion_vectors: Mapping[str, DeletionVector] = field(default_factory=dict)
     nothing_new: bool = False
     details: Mapping[str, Any] = field(default_factory=dict)  # for the run summary
     jdbc: JdbcRead | None = None  # a JDBC source, once its bounds are planned

@@ -32,6 +32,8 @@ from runner.sources.model import SourcePlan
 from runner.spec.model import PipelineSpec, Source
 from runner.spec.secrets import resolve
 from runner.table.meta import COMMIT_TIME
+from runner.table.reader import drop_deleted_rows
+from runner.table.storage import locate
 
 FILE_FORMATS = ("parquet", "csv", "json", "orc")
 
@@ -88,6 +90,7 @@ def _plan(source: Source, since: Any, skip: frozenset[str]) -> SourcePlan:
             until=until,
             paths=tuple(read.paths),
             instants=tuple(read.instants) if read.instants is not None else None,
+            deletion_vectors=read.deletion_vectors,
             nothing_new=nothing,
             details={
                 "version": read.version,
@@ -206,6 +209,9 @@ def _read_delta(spark: SparkSession, plan: SourcePlan) -> DataFrame:
         table = open_source_table(resolve(plan.source.path, where=plan.where), plan.where)
         return spark.createDataFrame([], from_arrow_schema(pa.schema(table.schema().to_arrow())))
     frame = spark.read.parquet(*[spark_path(p) for p in plan.paths])
+    if plan.deletion_vectors:  # a MERGE_ON_READ table: rows its deletion vectors delete go
+        where = resolve(plan.source.path, where=plan.where)
+        frame = drop_deleted_rows(spark, frame, locate(where), plan.deletion_vectors)
     if plan.instants is not None:
         frame = frame.where(F.col(COMMIT_TIME).isin(list(plan.instants)))
     return frame

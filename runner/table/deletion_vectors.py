@@ -15,6 +15,7 @@ its instant, like its data files.
 
 from __future__ import annotations
 
+import re
 import struct
 import uuid
 import zlib
@@ -33,6 +34,10 @@ DV_DIR = "_deletion_vectors"
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 _Z85_VALUE = {c: i for i, c in enumerate(_Z85)}
 _UUID_Z85_CHARS = 20
+RUNNER_DV_PATH = re.compile(
+    rf"^{DV_DIR}/\d{{17}}/deletion_vector_[0-9a-f]{{8}}-[0-9a-f]{{4}}-[0-9a-f]{{4}}-"
+    r"[0-9a-f]{4}-[0-9a-f]{12}\.bin$"
+)
 
 
 def z85_encode(data: bytes) -> str:

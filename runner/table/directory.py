@@ -15,6 +15,7 @@ import pyarrow.fs as pafs
 
 from runner.errors import UserError
 from runner.index.naming import parse_data_file_name
+from runner.table.deletion_vectors import RUNNER_DV_PATH
 from runner.table.storage import TableLocation
 
 DELTA_LOG = "_delta_log"
@@ -29,7 +30,11 @@ class StoredFile:
 
     @property
     def written_by_runner(self) -> bool:
-        return parse_data_file_name(self.path) is not None
+        """A data file or a deletion vector file, named as the runner names them."""
+        return (
+            parse_data_file_name(self.path) is not None
+            or RUNNER_DV_PATH.match(self.path) is not None
+        )
 
 
 def walk(location: TableLocation) -> Iterator[StoredFile]:

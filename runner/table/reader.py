@@ -8,21 +8,23 @@ on the driver. File names are unique in a runner table (file group, write token,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from runner.table.deletion_vectors import read_deleted_rows
+from runner.table.deletion_vectors import DeletionVector, read_deleted_rows
 from runner.table.snapshot import DataFile, TableSnapshot, open_table
+from runner.table.storage import TableLocation
 
 _GLOB_CHARS = "\\[]{}*?"
 SOURCE_FILE = "__runner_source_file"
 ROW_INDEX = "__runner_row_index"
 _FILE_NAME = "__runner_file_name"
+_ROW = "__runner_file_row"
 
 
 def _hadoop_path(uri: str, rel: str) -> str:
@@ -55,41 +57,45 @@ def read_files(
             F.col("_metadata.file_path").alias(SOURCE_FILE),
             F.col("_metadata.row_index").alias(ROW_INDEX),
         ]
-    deleted = _deleted_positions(spark, snapshot, files)
-    if deleted is None:
+    vectors = {f.path.rsplit("/", 1)[-1]: f.deletion_vector for f in files if f.deletion_vector}
+    if not vectors:
         return frame.select("*", *extra) if extra else frame
+    return drop_deleted_rows(spark, frame, snapshot.location, vectors, extra)
+
+
+def drop_deleted_rows(
+    spark: SparkSession,
+    frame: DataFrame,
+    location: TableLocation,
+    vectors: Mapping[str, DeletionVector],
+    extra: Sequence[Column] = (),
+) -> DataFrame:
+    """A parquet scan of a table's files without the rows their deletion vectors delete.
+
+    `frame` must be the scan itself (its `_metadata` column); `vectors` maps a file name to
+    its deletion vector; `extra` are further columns to select from the scan.
+    """
+    fs, root = location.filesystem()
+    names, rows = [], []
+    for name, dv in vectors.items():
+        gone = read_deleted_rows(fs, root, dv)
+        names.append(np.full(len(gone), name, dtype=object))
+        rows.append(gone.astype(np.int64))
+    deleted = spark.createDataFrame(
+        pa.table(
+            {
+                _FILE_NAME: pa.array(np.concatenate(names), pa.string()),
+                _ROW: pa.array(np.concatenate(rows), pa.int64()),
+            }
+        )
+    )
     marked = frame.select(
         "*",
         *extra,
         F.col("_metadata.file_name").alias(_FILE_NAME),
-        F.col("_metadata.row_index").alias(f"{_FILE_NAME}_row"),
+        F.col("_metadata.row_index").alias(_ROW),
     )
-    return marked.join(F.broadcast(deleted), [_FILE_NAME, f"{_FILE_NAME}_row"], "left_anti").drop(
-        _FILE_NAME, f"{_FILE_NAME}_row"
-    )
-
-
-def _deleted_positions(
-    spark: SparkSession, snapshot: TableSnapshot, files: Sequence[DataFile]
-) -> DataFrame | None:
-    """(file name, row index) of every row the files' deletion vectors delete."""
-    with_dv = [f for f in files if f.deletion_vector]
-    if not with_dv:
-        return None
-    fs, root = snapshot.location.filesystem()
-    names, rows = [], []
-    for f in with_dv:
-        assert f.deletion_vector is not None
-        gone = read_deleted_rows(fs, root, f.deletion_vector)
-        names.append(np.full(len(gone), f.path.rsplit("/", 1)[-1], dtype=object))
-        rows.append(gone.astype(np.int64))
-    table = pa.table(
-        {
-            _FILE_NAME: pa.array(np.concatenate(names), pa.string()),
-            f"{_FILE_NAME}_row": pa.array(np.concatenate(rows), pa.int64()),
-        }
-    )
-    return spark.createDataFrame(table)
+    return marked.join(F.broadcast(deleted), [_FILE_NAME, _ROW], "left_anti").drop(_FILE_NAME, _ROW)
 
 
 def read_table(spark: SparkSession, uri: str) -> DataFrame:

@@ -18,7 +18,7 @@ from deltalake import DeltaTable, TableFeatures, write_deltalake
 from runner.commands.run import run_pipeline
 from runner.spec import load_spec
 from tests.delta_spark import read_with_delta_spark
-from tests.helpers import write_batch, write_spec
+from tests.helpers import log_actions, write_batch, write_spec
 
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 
@@ -132,35 +132,46 @@ def test_delta_spark_reads_what_delta_rs_reads(needs_delta_spark, tmp_path, tabl
         "precombine_field": "ts",
         "delete_marker": "deleted",
         "key_generator": {"type": "SIMPLE", "partition_fields": "city"},
-        "index": {"buckets": 4},
+        "index": {"buckets": 2},
     }
+    if table_type == "MERGE_ON_READ":  # deletion vectors, not whole-bucket rewrites
+        target["compaction"] = {"max_delta_files": 100, "max_deleted_fraction": 0.9}
     spec = load_spec(write_spec(tmp_path, target))
-    first = pd.DataFrame(
-        {
-            "id": range(12),
-            "city": ["ams", "sf", "nyc"] * 4,
-            "ts": [1] * 12,
-            "amount": [float(i) for i in range(12)],
-            "deleted": [False] * 12,
-        }
+    cities = ["ams", "sf", "nyc"]
+    write_batch(
+        tmp_path,
+        pd.DataFrame(
+            {
+                "id": range(60),
+                "city": [cities[i % 3] for i in range(60)],
+                "ts": [1] * 60,
+                "amount": [float(i) for i in range(60)],
+                "deleted": [False] * 60,
+            }
+        ),
     )
-    write_batch(tmp_path, first)
     run_pipeline(spec, spark=needs_delta_spark)
-    # updates 0..2, deletes 3 and 4, inserts 12: replaced and deleted rows in touched buckets
-    second = pd.DataFrame(
-        {
-            "id": [0, 1, 2, 3, 4, 12],
-            "city": ["ams", "sf", "nyc", "ams", "sf", "ams"],
-            "ts": [2] * 6,
-            "amount": [100.0, 101.0, 102.0, 0.0, 0.0, 112.0],
-            "deleted": [False, False, False, True, True, False],
-        }
+    # updates 0..2, deletes 3 and 4, inserts 60
+    write_batch(
+        tmp_path,
+        pd.DataFrame(
+            {
+                "id": [0, 1, 2, 3, 4, 60],
+                "city": ["ams", "sf", "nyc", "ams", "sf", "ams"],
+                "ts": [2] * 6,
+                "amount": [100.0, 101.0, 102.0, 0.0, 0.0, 160.0],
+                "deleted": [False, False, False, True, True, False],
+            }
+        ),
     )
-    write_batch(tmp_path, second)
     run_pipeline(spec, spark=needs_delta_spark)
 
     table = tmp_path / "table"
+    if table_type == "MERGE_ON_READ":
+        version = DeltaTable(str(table)).version()
+        dvs = [a for a in log_actions(table, version) if (a.get("add") or {}).get("deletionVector")]
+        assert dvs, "the second run wrote no deletion vector: this case would test nothing"
     by_delta_rs = _delta_rs_rows(table)
-    assert sorted(r["id"] for r in by_delta_rs) == [0, 1, 2, *range(5, 13)]
+    assert sorted(r["id"] for r in by_delta_rs) == [0, 1, 2, *range(5, 61)]
     assert {r["id"]: r["amount"] for r in by_delta_rs}[1] == 101.0
     assert _canonical(read_with_delta_spark(needs_delta_spark, table)) == _canonical(by_delta_rs)

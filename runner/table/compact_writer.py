@@ -1,0 +1,89 @@
+"""The executor side of a compaction: each bucket's live rows folded into one file.
+
+A task receives bucket descriptions (one row per bucket: its group and its files with their
+deletion vectors, as JSON), reads each file's live rows with pyarrow, sorts them by key and
+writes one new base file of the bucket's file group. Rows are copied as they are (their
+`_commit_time` and `_commit_seqno` included): a compaction changes no data.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+
+from runner import faults
+from runner.index.naming import data_file_name
+from runner.table.arrow_read import live_batches
+from runner.table.deletion_vectors import DeletionVector
+from runner.table.meta import RECORD_KEY
+from runner.table.parquet_file import BucketFile
+from runner.table.regroup_writer import REGROUP_RESULT_SCHEMA
+from runner.table.storage import TableLocation
+
+BUCKETS_SCHEMA = pa.schema(
+    [
+        pa.field("partition_path", pa.string()),
+        pa.field("bucket", pa.int32()),
+        pa.field("file_id", pa.string()),
+        pa.field("files", pa.string()),  # JSON list of {"path", "deletionVector"}
+    ]
+)
+
+
+@dataclass(frozen=True)
+class CompactJob:
+    """mapInArrow over BUCKETS_SCHEMA rows; one REGROUP_RESULT_SCHEMA row per bucket."""
+
+    table: TableLocation
+    instant: str
+    file_schema: pa.Schema
+    fault: str | None = None
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        token = f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.attemptNumber()}" if ctx else "0-0-0"
+        fs, root = self.table.filesystem()
+        for batch in batches:
+            for bucket in batch.to_pylist():
+                yield self._compact(fs, root, token, bucket)
+
+    def _compact(
+        self, fs: pafs.FileSystem, root: str, token: str, bucket: dict[str, Any]
+    ) -> pa.RecordBatch:
+        pp, number = bucket["partition_path"], bucket["bucket"]
+        parts = [
+            part
+            for f in json.loads(bucket["files"])
+            for part in live_batches(
+                fs,
+                root,
+                f["path"],
+                DeletionVector.from_log(f["deletionVector"]) if f["deletionVector"] else None,
+                self.file_schema,
+            )
+        ]
+        name = data_file_name(bucket["file_id"], token, self.instant)
+        rel = f"{pp}/{name}" if pp else name
+        out = BucketFile(fs, f"{root}/{rel}", self.file_schema)
+        if parts:
+            rows = pa.concat_tables(parts)
+            out.write(rows.take(pc.sort_indices(rows, [(RECORD_KEY, "ascending")])))
+        written = out.close()
+        faults.maybe_fail("after_bucket_file", self.fault or "")
+        row = {
+            "partition_path": pp,
+            "bucket": number,
+            "path": rel if written else None,  # every row of the bucket was deleted
+            "size": out.size,
+            "num_records": out.stats.rows,
+            "stats": out.stats.to_json() if written else None,
+        }
+        return pa.RecordBatch.from_pylist([row], schema=REGROUP_RESULT_SCHEMA)
