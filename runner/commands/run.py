@@ -388,7 +388,9 @@ class PipelineRun:
         summary.bytes_written = sum(f.size for f in new_files) + sum(r.dv_size for r in results)
         summary.buckets_touched = len(changed)
         summary.table_type = target.table_type
-        summary.buckets_rewritten = sum(1 for r in changed if r.rewritten)
+        summary.buckets_rewritten = sum(
+            1 for r in changed if r.rewritten and (r.partition_path, r.bucket) in stored_files
+        )
         summary.buckets_with_deletion_vectors = sum(1 for r in changed if r.deletion_vectors)
         summary.partitions_touched = len({r.partition_path for r in changed})
         faults.maybe_fail("before_commit")
@@ -494,10 +496,11 @@ class PipelineRun:
         if summary.version is None:
             return
         assert self.spark is not None
-        with self.stages.stage("compact"):
-            compacted = compact_if_due(self.spark, self.spec)
-        if compacted:
-            summary.compaction = compacted.to_dict()
+        if target.table_type == "MERGE_ON_READ" and target.compaction.after_commit:
+            with self.stages.stage("compact"):
+                compacted = compact_if_due(self.spark, self.spec)
+            if compacted:
+                summary.compaction = compacted.to_dict()
         expanded = expand_if_due(self.spark, self.spec)
         if expanded:
             summary.expansion = expanded.to_dict()

@@ -56,7 +56,7 @@ class RunSummary:
     buckets_touched: int = 0
     partitions_touched: int = 0
     table_type: str = "COPY_ON_WRITE"
-    buckets_rewritten: int = 0  # MERGE_ON_READ: buckets past the thresholds, rewritten whole
+    buckets_rewritten: int = 0  # MERGE_ON_READ: stored buckets past the thresholds, rewritten
     buckets_with_deletion_vectors: int = 0  # MERGE_ON_READ: buckets whose files got DVs
     columns_added: list[str] = field(default_factory=list)
     files_skipped: list[dict[str, Any]] = field(
@@ -107,8 +107,8 @@ class RunSummary:
         if self.table_type == "MERGE_ON_READ":
             lines.append(
                 f"  merge        {self.buckets_with_deletion_vectors} bucket(s) got deletion "
-                f"vectors, {self.buckets_rewritten} rewritten whole (past target.compaction "
-                "thresholds or new)"
+                f"vectors, {self.buckets_rewritten} rewritten whole (past the "
+                "target.compaction thresholds)"
             )
         if self.rejected_by_rule:
             rules = ", ".join(f"{k} {v:,}" for k, v in sorted(self.rejected_by_rule.items()))

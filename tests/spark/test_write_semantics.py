@@ -11,6 +11,7 @@ import pytest
 from runner.commands.run import run_pipeline
 from runner.spec import load_spec
 from runner.table.reader import read_table as spark_read_table
+from tests.delta_spark import delta_spark_ready, read_with_delta_spark
 from tests.helpers import read_table, write_batch, write_spec
 
 DATA_COLUMNS = ["id", "city", "ts", "amount"]
@@ -130,6 +131,11 @@ def test_random_sequence_matches_pandas_reference(spark, tmp_path, table_type):
     via_polars = pl.read_delta(str(tmp_path / "table")).to_pandas()
     pd.testing.assert_frame_equal(_normalized(via_polars), expected, check_dtype=False)
     assert (with_dvs > 0) == (table_type == "MERGE_ON_READ")
+    # delta-spark, the protocol's reference reader (tests/delta_spark.py says when it is
+    # missing; test_reference_reader.py then skips and says why)
+    if delta_spark_ready(spark) is None:
+        via_delta_spark = pd.DataFrame(read_with_delta_spark(spark, tmp_path / "table"))
+        pd.testing.assert_frame_equal(_normalized(via_delta_spark), expected, check_dtype=False)
 
 
 def test_upsert_counts_and_merge_modes(spark, tmp_path, table_type):
