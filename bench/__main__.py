@@ -34,6 +34,21 @@ def validate_seconds(repeats: int) -> float:
     return statistics.median(times)
 
 
+def delta_spark_jars() -> tuple[list[str], dict[str, str]]:
+    """delta-spark's jars and the session conf it needs (tests/delta_spark.py fetches the
+    jars once with Maven into a cache), or ([], {}) when they cannot be had."""
+    try:
+        from tests.delta_spark import SPARK_CONF, delta_jars
+    except ImportError:  # no tests/ (or no pytest) next to the bench
+        return [], {}
+    jars = delta_jars()
+    return (jars, dict(SPARK_CONF)) if jars else ([], {})
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
+
+
 def render(results: list[dict]) -> str:
     lines = ["| scenario | runner (s) | peer | peer (s) | peer / runner |", "|---|---|---|---|---|"]
     for r in results:
@@ -45,14 +60,23 @@ def render(results: list[dict]) -> str:
         for peer, why in r.get("peers_skipped", {}).items():
             lines.append(f"| {r['scenario']} | {r['runner_s']:.2f} | {peer} | skipped ({why}) | |")
         for system, size in r.get("bytes_written", {}).items():
-            lines.append(f"| ↳ bytes written | | {system} | {size / 2**20:.1f} MiB | |")
+            lines.append(f"| ↳ bytes written | | {system} | {_size(size)} | |")
         for system, size in r.get("bytes_replaced", {}).items():
-            lines.append(f"| ↳ stored bytes replaced | | {system} | {size / 2**20:.1f} MiB | |")
+            lines.append(f"| ↳ stored bytes replaced | | {system} | {_size(size)} | |")
+        for system, seconds in r.get("wall_s", {}).items():
+            lines.append(
+                f"| ↳ wall (s, median, run_pipeline call) | | {system} | {seconds:.2f} | |"
+            )
         for what, count in r.get("touched", {}).items():
             lines.append(f"| ↳ {what} | | | {count} | |")
         if r.get("runner_stages_median"):
             stages = ", ".join(f"{k} {v:.2f}" for k, v in r["runner_stages_median"].items())
             lines.append(f"| ↳ runner stages (s, median) | | runner | {stages} | |")
+        for system, median in r.get("other_stages_median", {}).items():
+            stages = ", ".join(f"{k} {v:.2f}" for k, v in median.items())
+            lines.append(f"| ↳ runner stages (s, median) | | {system} | {stages} | |")
+        for note in r.get("notes", []):
+            lines.append(f"| ↳ {note} | | | | |")
     return "\n".join(lines)
 
 
@@ -62,7 +86,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs per system (median)")
     parser.add_argument("--buckets", type=int, default=16)
     parser.add_argument(
-        "--only", choices=["write", "expand"], help="run one group of scenarios (default: all)"
+        "--only",
+        choices=["write", "expand", "mor"],
+        help="run one group of scenarios (default: all; mor: merge-on-read tables)",
+    )
+    parser.add_argument(
+        "--mor-keys",
+        type=int,
+        default=100,
+        help="keys per upsert in the merge-on-read scenarios (default 100)",
     )
     parser.add_argument(
         "--fractions",
@@ -88,15 +120,19 @@ def main() -> None:
     warmup = args.warmup if args.warmup is not None else args.rows <= WARMUP_MAX_ROWS
 
     from bench.expand import run_expand_benchmarks
+    from bench.merge_on_read import run_mor_benchmarks
     from bench.write import run_write_benchmarks
     from runner import logs
     from runner.session import spark_session
     from runner.spec.model import SparkSettings
 
     logs.configure("warning")
-    spark = spark_session(
-        SparkSettings(master="local[2]", conf={"spark.ui.enabled": "false"}), "bench", False
-    )
+    conf = {"spark.ui.enabled": "false"}
+    jars: list[str] = []
+    if args.only in (None, "mor"):  # delta-spark MERGE as a peer, when its jars can be had
+        jars, extra_conf = delta_spark_jars()
+        conf.update(extra_conf)
+    spark = spark_session(SparkSettings(master="local[2]", conf=conf), "bench", False, jars=jars)
     with tempfile.TemporaryDirectory(prefix="runner-bench-") as tmp:
         results = []
         if args.only in (None, "write"):
@@ -113,7 +149,18 @@ def main() -> None:
             )
         if args.only in (None, "expand"):
             results += run_expand_benchmarks(
-                spark, Path(tmp), args.rows, args.repeats, args.buckets
+                spark, Path(tmp), args.rows, args.repeats, args.buckets, warmup
+            )
+        if args.only in (None, "mor"):
+            results += run_mor_benchmarks(
+                spark,
+                Path(tmp) / "mor",
+                args.rows,
+                args.repeats,
+                args.buckets,
+                keys=args.mor_keys,
+                warmup=warmup,
+                skip=args.skip_peer,
             )
     results.append(
         {
@@ -131,6 +178,8 @@ def main() -> None:
         "buckets": args.buckets,
         "warmup": warmup,
         "skipped_peers": args.skip_peer,
+        "mor_keys": args.mor_keys,
+        "delta_spark_jars": jars,
         "machine": f"{platform.machine()}, {platform.system()}",
         "python": platform.python_version(),
     }

@@ -21,7 +21,9 @@ from runner.commands.expand import expand_table
 from runner.commands.run import run_pipeline
 
 
-def run_expand_benchmarks(spark, work: Path, rows: int, repeats: int, buckets: int) -> list[dict]:
+def run_expand_benchmarks(
+    spark, work: Path, rows: int, repeats: int, buckets: int, warmup: bool = True
+) -> list[dict]:
     src = work / "expand_src"
     expected = write_source(src, rows, seed=5)
     pristine = work / "expand_pristine"
@@ -36,7 +38,10 @@ def run_expand_benchmarks(spark, work: Path, rows: int, repeats: int, buckets: i
     times = {}
     for policy in ("multiple_rehash", "overwrite"):
         times[policy] = timed(
-            repeats, fresh, lambda p=policy: expand_table(spec, 2 * buckets, p, spark=spark)
+            repeats,
+            fresh,
+            lambda p=policy: expand_table(spec, 2 * buckets, p, spark=spark),
+            warmup=warmup,
         )
         after = delta_dataset(table)
         assert checksum(after) == expected, policy
@@ -58,6 +63,7 @@ def run_expand_benchmarks(spark, work: Path, rows: int, repeats: int, buckets: i
         repeats,
         lambda: (shutil.rmtree(copy_dir, ignore_errors=True), copy_dir.mkdir()),
         copy_files,
+        warmup=warmup,
     )
     assert checksum(parquet_dataset(copy_dir)) == expected
     return [

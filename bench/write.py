@@ -117,7 +117,10 @@ def write_source(directory: Path, rows: int, seed: int, chunk_rows: int = CHUNK_
     return total
 
 
-def spec_file(work: Path, name: str, operation: str, source: Path, table: Path, buckets: int):
+def spec_file(
+    work: Path, name: str, operation: str, source: Path, table: Path, buckets: int, **target
+):
+    """A pipeline spec file (and its loaded spec); `target` adds target keys (table_type)."""
     spec = {
         "name": name,
         "sources": [{"name": "src", "format": "parquet", "path": str(source)}],
@@ -128,6 +131,7 @@ def spec_file(work: Path, name: str, operation: str, source: Path, table: Path, 
             "precombine_field": "ts",
             "key_generator": {"partition_fields": "city"},
             "index": {"buckets": buckets},
+            **target,
         },
     }
     path = work / f"{name}.yaml"

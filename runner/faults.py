@@ -8,9 +8,10 @@
 
 Points: keyed (the batch is read and keyed, nothing written), after_bucket_file (on an
 executor, a bucket file is complete), after_deletion_vector (on an executor, a bucket's
-deletion vector file is written), before_commit (every file written), after_commit
-(committed, the run not yet finished). Used by the tests to prove that a run failing or
-killed at any of them leaves the table at a version a reader can use.
+deletion vector file is written), before_commit (every file written), log_entry_written
+(a log entry the runner writes itself is complete under a temporary name, not yet
+published), after_commit (committed, the run not yet finished). Used by the tests to prove
+that a run failing or killed at any of them leaves the table at a version a reader can use.
 """
 
 from __future__ import annotations

@@ -55,8 +55,12 @@ def write_batch(directory: Path, frame: pd.DataFrame, schema: pa.Schema | None =
 
 
 def read_table(path: Path) -> pd.DataFrame:
-    """The table's rows through delta-rs' scan(), which honours deletion vectors."""
-    return pa.table(DeltaTable(str(path)).scan().read_all()).to_pandas()
+    """The table's rows through delta-rs: scan() where deletion vectors may exist (a
+    MERGE_ON_READ table), else to_pyarrow_table() (scan() fails on a file path with ':')."""
+    table = DeltaTable(str(path))
+    if "deletionVectors" in (table.protocol().reader_features or []):
+        return pa.table(table.scan().read_all()).to_pandas()
+    return table.to_pyarrow_table().to_pandas()
 
 
 def log_actions(table: Path, version: int) -> list[dict]:

@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 import structlog
 
+from runner import faults
 from runner.errors import UserError
 from runner.table.deletion_vectors import DeletionVector
 from runner.table.snapshot import DataFile
@@ -73,6 +74,7 @@ def publish(log_dir: Path, version: int, actions: Sequence[dict[str, Any]]) -> b
     tmp = log_dir / f".{version:020d}.json.{uuid.uuid4().hex}.tmp"
     tmp.write_text(entry)
     try:
+        faults.maybe_fail("log_entry_written")  # the entry exists, not yet under its name
         os.link(tmp, log_dir / f"{version:020d}.json")
         return True
     except FileExistsError:

@@ -139,7 +139,12 @@ class WriteJob:
         incoming = incoming.filter(pc.equal(actions, "candidate"))
         stored = self.stored.get(group, [])
         keys = self._stored_keys(fs, root, stored)
-        decision = merge_bucket(incoming, summarize_stored(keys.rows, self.merge), self.merge)
+        # only stored rows whose key the batch holds matter: one hash lookup per stored key,
+        # then the per-key summary and the decision over those few rows
+        matched = pc.is_in(keys.rows.column(RECORD_KEY), value_set=incoming.column(RECORD_KEY))
+        matched_rows = np.flatnonzero(matched.to_numpy(zero_copy_only=False))
+        candidates = keys.rows.take(matched_rows)
+        decision = merge_bucket(incoming, summarize_stored(candidates, self.merge), self.merge)
         for action, count in decision.counts.items():
             counts[action] += count
         row: dict[str, object] = {
@@ -160,7 +165,7 @@ class WriteJob:
             return pa.RecordBatch.from_pylist([row], schema=RESULT_SCHEMA)
 
         new_file = BucketFile(fs, f"{root}/{self._relative(group, token)}", self.file_schema)
-        dropped = self._dropped_rows(keys, decision)
+        dropped = self._dropped_rows(keys.rows.num_rows, matched_rows, candidates, decision)
         if self._rewrites(stored, keys, dropped):
             self._copy_kept_rows(fs, root, stored, keys, dropped, new_file)
             row["rewritten"] = True
@@ -214,12 +219,15 @@ class WriteJob:
         )
 
     @staticmethod
-    def _dropped_rows(keys: _StoredKeys, decision: BucketMerge) -> np.ndarray:
-        """Which live stored rows the batch replaces or deletes (a mask over keys.rows)."""
-        if not len(decision.drop_keys):
-            return np.zeros(keys.rows.num_rows, dtype=bool)
-        hit = pc.is_in(keys.rows.column(RECORD_KEY), value_set=decision.drop_keys)
-        mask: np.ndarray = hit.to_numpy(zero_copy_only=False)
+    def _dropped_rows(
+        live_rows: int, matched_rows: np.ndarray, candidates: pa.Table, decision: BucketMerge
+    ) -> np.ndarray:
+        """Which live stored rows the batch replaces or deletes (a mask over keys.rows);
+        `candidates` are the rows at `matched_rows`, those whose key is in the batch."""
+        mask = np.zeros(live_rows, dtype=bool)
+        if len(decision.drop_keys):
+            hit = pc.is_in(candidates.column(RECORD_KEY), value_set=decision.drop_keys)
+            mask[matched_rows[hit.to_numpy(zero_copy_only=False)]] = True
         return mask
 
     def _rewrites(self, stored: list[DataFile], keys: _StoredKeys, dropped: np.ndarray) -> bool:

@@ -124,3 +124,50 @@ def _files_of_versions(table: Path) -> set[str]:
     """Every file some version of the table references (all are within retain_commits)."""
     latest = DeltaTable(str(table)).version()
     return {p for v in range(latest + 1) for p in live_paths(table, version=v)}
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_sigkill_during_a_merge_on_read_upsert_leaves_the_table_as_it_was(tmp_path):
+    """Killed after its deletion vectors are written, before its commit, or with its log
+    entry written but not published: the table stays as it was, the next run completes,
+    and clean removes the killed runs' data and deletion vector files."""
+    shutil.copytree(
+        ROOT / "pipelines", tmp_path / "pipelines", ignore=shutil.ignore_patterns("warehouse")
+    )
+    for name in ("quickstart.yaml", "quickstart_corrections.yaml"):
+        spec = tmp_path / "pipelines" / name
+        text = spec.read_text().replace("table_type: COPY_ON_WRITE\n", "")
+        spec.write_text(
+            text.replace("  operation: upsert", "  table_type: MERGE_ON_READ\n  operation: upsert")
+        )
+    assert _runner(tmp_path, "pipelines/quickstart.yaml").returncode == 0
+    table = tmp_path / "pipelines" / "warehouse" / "trips"
+    before = _scanned(table)
+    version = DeltaTable(str(table)).version()
+    corrections = "pipelines/quickstart_corrections.yaml"
+    for point in ("after_deletion_vector", "before_commit", "log_entry_written"):
+        _kill_at(tmp_path, point, corrections)
+        assert DeltaTable(str(table)).version() == version, point
+        pd.testing.assert_frame_equal(_scanned(table), before)
+    left = set(table.rglob("deletion_vector_*.bin"))
+    assert left, "the killed runs left deletion vector files behind (invisible to readers)"
+
+    rerun = _runner(tmp_path, corrections)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "got deletion vectors" in rerun.stdout
+    after = _scanned(table)
+    assert len(after) == len(before) and not after.equals(before)
+    cleaned = _runner(tmp_path, "clean", "pipelines/quickstart.yaml", "--min-age-hours", "0")
+    assert cleaned.returncode == 0, cleaned.stderr
+    live_dvs = set(table.rglob("deletion_vector_*.bin"))
+    assert live_dvs and not live_dvs & left  # the killed runs' went, the live ones stay
+    pd.testing.assert_frame_equal(_scanned(table), after)
+
+
+def _scanned(table: Path) -> pd.DataFrame:
+    """The rows through delta-rs' scan(), which honours deletion vectors."""
+    import pyarrow as pa
+
+    frame = pa.table(DeltaTable(str(table)).scan().read_all()).to_pandas()
+    return frame[DATA].sort_values("trip_id").reset_index(drop=True)
