@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 from deltalake import DeltaTable
 
 from tests.helpers import live_paths
@@ -137,10 +138,9 @@ def test_sigkill_during_a_merge_on_read_upsert_leaves_the_table_as_it_was(tmp_pa
     )
     for name in ("quickstart.yaml", "quickstart_corrections.yaml"):
         spec = tmp_path / "pipelines" / name
-        text = spec.read_text().replace("table_type: COPY_ON_WRITE\n", "")
-        spec.write_text(
-            text.replace("  operation: upsert", "  table_type: MERGE_ON_READ\n  operation: upsert")
-        )
+        data = yaml.safe_load(spec.read_text())
+        data["target"]["table_type"] = "MERGE_ON_READ"
+        spec.write_text(yaml.safe_dump(data))
     assert _runner(tmp_path, "pipelines/quickstart.yaml").returncode == 0
     table = tmp_path / "pipelines" / "warehouse" / "trips"
     before = _scanned(table)
