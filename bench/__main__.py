@@ -97,6 +97,11 @@ def main() -> None:
         help="keys per upsert in the merge-on-read scenarios (default 100)",
     )
     parser.add_argument(
+        "--mor-max-delta-files",
+        type=int,
+        help="target.compaction.max_delta_files of the MERGE_ON_READ table (default: the spec's)",
+    )
+    parser.add_argument(
         "--fractions",
         default="0.001,0.01,0.1",
         help="upsert batch sizes as fractions of --rows (default 0.001,0.01,0.1)",
@@ -159,6 +164,7 @@ def main() -> None:
                 args.repeats,
                 args.buckets,
                 keys=args.mor_keys,
+                max_delta_files=args.mor_max_delta_files,
                 warmup=warmup,
                 skip=args.skip_peer,
             )
@@ -179,6 +185,7 @@ def main() -> None:
         "warmup": warmup,
         "skipped_peers": args.skip_peer,
         "mor_keys": args.mor_keys,
+        "mor_max_delta_files": args.mor_max_delta_files,
         "delta_spark_jars": jars,
         "machine": f"{platform.machine()}, {platform.system()}",
         "python": platform.python_version(),

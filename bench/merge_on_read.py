@@ -90,6 +90,14 @@ def job_seconds(summary) -> float:
     return round(sum(s for stage, s in summary.stage_seconds.items() if stage != "start"), 3)
 
 
+def setup_mor(max_delta_files: int | None) -> dict:
+    """Target keys of the MERGE_ON_READ table; the spec's default thresholds unless given."""
+    extra: dict = {"table_type": MOR}
+    if max_delta_files is not None:
+        extra["compaction"] = {"max_delta_files": max_delta_files}
+    return extra
+
+
 def run_mor_benchmarks(
     spark,
     work: Path,
@@ -100,6 +108,7 @@ def run_mor_benchmarks(
     warmup: bool = True,
     skip: Iterable[str] = (),
     upserts: int = UPSERTS,
+    max_delta_files: int | None = None,
 ) -> list[dict]:
     """The merge-on-read scenarios; `skip` may hold "delta-merge" (bench.write.PEERS);
     `upserts` successive upserts precede the read and compaction scenarios."""
@@ -112,7 +121,7 @@ def run_mor_benchmarks(
     # the base tables, loaded once: each timed upsert starts from a copy of one
     bases = {"mor": work / "mor_base", "cow": work / "cow_base"}
     for kind, path in bases.items():
-        extra = {"table_type": MOR} if kind == "mor" else {}
+        extra = setup_mor(max_delta_files) if kind == "mor" else {}
         load = spec_file(work, f"{kind}_load", "bulk_insert", src, path, buckets, **extra)
         run_pipeline(load, spark=spark)
         assert scan_checksum(path) == expected, kind
@@ -150,6 +159,7 @@ def run_mor_benchmarks(
         repeats=repeats,
         warmup=warmup,
         skip=frozenset(skip),
+        mor=setup_mor(max_delta_files),
     )
     return [_one_upsert(setup, after(1)), *_read_and_compact(setup, after(upserts))]
 
@@ -170,6 +180,7 @@ class Setup:
     repeats: int
     warmup: bool
     skip: frozenset[str]
+    mor: dict  # the target keys of the MERGE_ON_READ table (table_type, compaction)
 
 
 def _one_upsert(setup: Setup, expected: Checksum) -> dict:
@@ -187,7 +198,7 @@ def _one_upsert(setup: Setup, expected: Checksum) -> dict:
 
     for kind, label in (("mor", f"runner {MOR}"), ("cow", "runner COPY_ON_WRITE")):
         table = work / f"{kind}_upsert"
-        extra = {"table_type": MOR} if kind == "mor" else {}
+        extra = setup.mor if kind == "mor" else {}
         spec = spec_file(work, f"{kind}_upsert", "upsert", batch_dir, table, buckets, **extra)
         summaries[kind] = []
         times = timed(
@@ -321,7 +332,7 @@ def _read_and_compact(setup: Setup, expected: Checksum) -> list[dict]:
     upsert_jobs, rewritten = [], 0
     for i, (batch_dir, _) in enumerate(batches):
         spec = spec_file(
-            work, f"mor_upsert_{i}", "upsert", batch_dir, unfolded, buckets, table_type=MOR
+            work, f"mor_upsert_{i}", "upsert", batch_dir, unfolded, buckets, **setup.mor
         )
         summary = run_pipeline(spec, spark=spark)
         upsert_jobs.append(job_seconds(summary))
@@ -346,7 +357,7 @@ def _read_and_compact(setup: Setup, expected: Checksum) -> list[dict]:
     # 3. compaction of that table, from a fresh copy each time, beside a pyarrow rewrite
     compacted = work / "mor_compacted"
     compact_spec = spec_file(
-        work, "mor_compact", "upsert", batches[0][0], compacted, buckets, table_type=MOR
+        work, "mor_compact", "upsert", batches[0][0], compacted, buckets, **setup.mor
     )
     summaries: list = []
     t_compact = timed(
