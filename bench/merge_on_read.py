@@ -43,7 +43,9 @@ from deltalake import DeltaTable, write_deltalake
 from bench.write import (
     Checksum,
     checksum,
+    delta_rs_upsert,
     dir_bytes,
+    fresh_copy,
     make_rows,
     parquet_dataset,
     spec_file,
@@ -203,7 +205,7 @@ def _one_upsert(setup: Setup, expected: Checksum) -> dict:
         summaries[kind] = []
         times = timed(
             repeats,
-            lambda k=kind, t=table: _fresh_copy(bases[k], t),
+            lambda k=kind, t=table: fresh_copy(bases[k], t),
             lambda s=spec: run_pipeline(s, spark=spark),
             summaries[kind],
             warmup,
@@ -235,24 +237,10 @@ def _one_upsert(setup: Setup, expected: Checksum) -> dict:
         table = work / "delta_rs_upsert"
 
         def delta_rs_merge() -> int:
-            dt = DeltaTable(str(table))
-            before = _add_actions(dt)
-            (
-                dt.merge(
-                    batch,
-                    predicate="t.id = s.id AND t.city = s.city",
-                    source_alias="s",
-                    target_alias="t",
-                )
-                .when_matched_update_all()
-                .when_not_matched_insert_all()
-                .execute()
-            )
-            dt.update_incremental()
-            return sum(s for p, s in _add_actions(dt).items() if p not in before)
+            return delta_rs_upsert(table, batch)[0]
 
         sizes: list[int] = []
-        times = timed(repeats, lambda: _fresh_copy(base, table), delta_rs_merge, sizes, warmup)
+        times = timed(repeats, lambda: fresh_copy(base, table), delta_rs_merge, sizes, warmup)
         assert scan_checksum(table) == expected, "delta-rs merge"
         peers[DELTA_RS] = statistics.median(times)
         written["delta-rs merge"] = sizes[-1]
@@ -292,7 +280,7 @@ def _one_upsert(setup: Setup, expected: Checksum) -> dict:
             return sum(s for p, s in _data_files(table).items() if p not in before)
 
         sizes = []
-        times = timed(repeats, lambda: _fresh_copy(base, table), delta_spark_merge, sizes, warmup)
+        times = timed(repeats, lambda: fresh_copy(base, table), delta_spark_merge, sizes, warmup)
         assert scan_checksum(table) == expected, "delta-spark merge"
         metrics = DeltaTable(str(table)).history(1)[0]["operationMetrics"]
         assert int(metrics["numTargetDeletionVectorsAdded"]) > 0, metrics
@@ -328,7 +316,7 @@ def _read_and_compact(setup: Setup, expected: Checksum) -> list[dict]:
     keys, repeats, warmup = setup.keys, setup.repeats, setup.warmup
     # 2. the successive upserts (untimed here: scenario 1 times one), then full reads
     unfolded = work / "mor_unfolded"
-    _fresh_copy(setup.bases["mor"], unfolded)
+    fresh_copy(setup.bases["mor"], unfolded)
     upsert_jobs, rewritten = [], 0
     for i, (batch_dir, _) in enumerate(batches):
         spec = spec_file(
@@ -362,7 +350,7 @@ def _read_and_compact(setup: Setup, expected: Checksum) -> list[dict]:
     summaries: list = []
     t_compact = timed(
         repeats,
-        lambda: _fresh_copy(unfolded, compacted),
+        lambda: fresh_copy(unfolded, compacted),
         lambda: compact_table(compact_spec, spark=spark),
         summaries,
         warmup,
@@ -444,11 +432,6 @@ def _read_and_compact(setup: Setup, expected: Checksum) -> list[dict]:
     ]
 
 
-def _add_actions(table: DeltaTable) -> dict[str, int]:
-    actions = pa.table(table.get_add_actions(flatten=True))
-    return dict(zip(actions["path"].to_pylist(), actions["size_bytes"].to_pylist(), strict=True))
-
-
 def _data_files(path: Path) -> dict[str, int]:
     """Every file of a table outside _delta_log, hidden (.crc) files left out."""
     return {
@@ -456,8 +439,3 @@ def _data_files(path: Path) -> dict[str, int]:
         for p in path.rglob("*")
         if p.is_file() and "_delta_log" not in p.parts and not p.name.startswith(".")
     }
-
-
-def _fresh_copy(src: Path, dst: Path) -> None:
-    shutil.rmtree(dst, ignore_errors=True)
-    shutil.copytree(src, dst)

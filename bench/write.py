@@ -327,7 +327,7 @@ def _upsert(
     summaries: list = []
     t_upsert = timed(
         repeats,
-        lambda: _fresh_copy(runner_table, work / "upsert_runner"),
+        lambda: fresh_copy(runner_table, work / "upsert_runner"),
         runner_upsert,
         summaries,
         warmup,
@@ -339,27 +339,12 @@ def _upsert(
     if "delta-merge" not in skip:
 
         def delta_merge() -> None:
-            table = DeltaTable(str(work / "delta_merge"))
-            before = _live_files(table)
-            (
-                table.merge(
-                    batch,
-                    predicate="t.id = s.id AND t.city = s.city",
-                    source_alias="s",
-                    target_alias="t",
-                )
-                .when_matched_update_all()
-                .when_not_matched_insert_all()
-                .execute()
-            )
-            table.update_incremental()
-            after = _live_files(table)
-            written["delta-rs merge"] = sum(s for p, s in after.items() if p not in before)
-            replaced["delta-rs merge"] = sum(s for p, s in before.items() if p not in after)
+            added, removed = delta_rs_upsert(work / "delta_merge", batch)
+            written["delta-rs merge"], replaced["delta-rs merge"] = added, removed
 
         t_merge = timed(
             repeats,
-            lambda: _fresh_copy(delta_base, work / "delta_merge"),
+            lambda: fresh_copy(delta_base, work / "delta_merge"),
             delta_merge,
             warmup=warmup,
         )
@@ -394,11 +379,33 @@ def _upsert(
     }
 
 
+def delta_rs_upsert(path: Path, batch: pa.Table) -> tuple[int, int]:
+    """delta-rs MERGE of `batch` by (id, city): update matches, insert the rest. Returns
+    the bytes of the files it added and of the live files it replaced."""
+    table = DeltaTable(str(path))
+    before = _live_files(table)
+    (
+        table.merge(
+            batch,
+            predicate="t.id = s.id AND t.city = s.city",
+            source_alias="s",
+            target_alias="t",
+        )
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    table.update_incremental()
+    after = _live_files(table)
+    added = sum(s for p, s in after.items() if p not in before)
+    return added, sum(s for p, s in before.items() if p not in after)
+
+
 def _live_files(table: DeltaTable) -> dict[str, int]:
     actions = pa.table(table.get_add_actions(flatten=True))
     return dict(zip(actions["path"].to_pylist(), actions["size_bytes"].to_pylist(), strict=True))
 
 
-def _fresh_copy(src: Path, dst: Path) -> None:
+def fresh_copy(src: Path, dst: Path) -> None:
     shutil.rmtree(dst, ignore_errors=True)
     shutil.copytree(src, dst)

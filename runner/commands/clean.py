@@ -28,8 +28,8 @@ from runner.errors import UserError
 from runner.ops.summary import human_size
 from runner.spec.model import PipelineSpec
 from runner.table.directory import StoredFile, walk
-from runner.table.log_replay import live_adds
-from runner.table.snapshot import DELETION_VECTORS, open_table
+from runner.table.log_replay import deletion_vectors
+from runner.table.snapshot import open_table
 from runner.table.storage import TableLocation
 
 log = structlog.get_logger(__name__)
@@ -128,11 +128,9 @@ def _referenced(location: TableLocation, versions: list[int]) -> set[str]:
             table.load_as_version(version)
         actions = pa.table(table.get_add_actions(flatten=True))
         paths.update(unquote(p) for p in actions.column("path").to_pylist())
-        if DELETION_VECTORS in (table.protocol().reader_features or []):
-            for add in live_adds(location, version).values():
-                dv = add.deletion_vector
-                if dv is not None and dv.relative_path:
-                    paths.add(dv.relative_path)
+        for dv in deletion_vectors(location, table).values():
+            if dv.relative_path:
+                paths.add(dv.relative_path)
     return paths
 
 

@@ -25,9 +25,8 @@ from deltalake.exceptions import TableNotFoundError
 
 from runner.errors import UserError
 from runner.table.arrow_read import read_live
-from runner.table.log_replay import live_adds
+from runner.table.log_replay import deletion_vectors
 from runner.table.meta import COMMIT_TIME
-from runner.table.snapshot import DELETION_VECTORS
 from runner.table.storage import locate
 
 INSTANT_DIGITS = 17  # yyyyMMddHHmmssSSS
@@ -81,11 +80,7 @@ def read_rows(
             wanted &= pc.field(COMMIT_TIME) <= until
     keep = [row for row in actions if _may_hold(row, since, until)]
     # a MERGE_ON_READ table: each file's deletion vector, from the log at this version
-    vectors = (
-        {p: a.deletion_vector for p, a in live_adds(location, table.version()).items()}
-        if DELETION_VECTORS in (table.protocol().reader_features or [])
-        else {}
-    )
+    vectors = deletion_vectors(location, table)
     if wanted is None and not vectors:  # delta-rs reads any Delta table, partitioned too
         return ReadResult(table.to_pyarrow_table(), table.version(), len(keep), len(actions))
     files = [(unquote(row["path"]), vectors.get(unquote(row["path"]))) for row in keep]

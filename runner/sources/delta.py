@@ -19,9 +19,8 @@ from deltalake.exceptions import TableNotFoundError
 
 from runner.errors import UserError
 from runner.table.deletion_vectors import DeletionVector
-from runner.table.log_replay import live_adds
+from runner.table.log_replay import DELETION_VECTORS, deletion_vectors
 from runner.table.meta import COMMIT_TIME
-from runner.table.snapshot import DELETION_VECTORS
 from runner.table.storage import locate, storage_options
 
 
@@ -92,13 +91,11 @@ def plan_delta_read(uri: str, since: Any, incremental: bool, where: str) -> Delt
 
 def _vectors(table: DeltaTable, uri: str, paths: list[str]) -> dict[str, DeletionVector]:
     """The deletion vectors of the files to read (a MERGE_ON_READ runner table has some)."""
-    if DELETION_VECTORS not in (table.protocol().reader_features or []):
-        return {}
     names = {p.rsplit("/", 1)[-1] for p in paths}
     return {
-        path.rsplit("/", 1)[-1]: add.deletion_vector
-        for path, add in live_adds(locate(uri), table.version()).items()
-        if add.deletion_vector and path.rsplit("/", 1)[-1] in names
+        name: vector
+        for path, vector in deletion_vectors(locate(uri), table).items()
+        if (name := path.rsplit("/", 1)[-1]) in names
     }
 
 

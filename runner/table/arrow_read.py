@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from runner.table.deletion_vectors import DeletionVector, read_deleted_rows
+from runner.table.deletion_vectors import DeletionVector, keep_mask
 from runner.table.parquet_file import conform
 from runner.table.storage import TableLocation
 
@@ -28,11 +28,16 @@ def live_batches(
     schema: pa.Schema,
 ) -> Iterator[pa.Table]:
     """One file's live rows, row group by row group, in `schema` (missing columns null)."""
-    keep = None
     parquet = pq.ParquetFile(f"{root}/{path}", filesystem=fs)
-    if vector is not None:
-        keep = np.ones(parquet.metadata.num_rows, dtype=bool)
-        keep[read_deleted_rows(fs, root, vector).astype(np.int64)] = False
+    keep = keep_mask(fs, root, vector, parquet.metadata.num_rows) if vector else None
+    return kept_batches(parquet, keep, schema)
+
+
+def kept_batches(
+    parquet: pq.ParquetFile, keep: np.ndarray | None, schema: pa.Schema
+) -> Iterator[pa.Table]:
+    """The rows of a file that `keep` (a mask over all its rows; None: every row) keeps,
+    row group by row group, in `schema`."""
     offset = 0
     for batch in parquet.iter_batches():
         part = pa.Table.from_batches([batch])

@@ -142,6 +142,16 @@ def read_deleted_rows(fs: pafs.FileSystem, root: str, dv: DeletionVector) -> np.
     return decode_bitmap(data)
 
 
+def keep_mask(
+    fs: pafs.FileSystem, root: str, dv: DeletionVector | None, num_rows: int
+) -> np.ndarray:
+    """True for each of a file's `num_rows` rows that its deletion vector (if any) keeps."""
+    keep = np.ones(num_rows, dtype=bool)
+    if dv is not None:
+        keep[read_deleted_rows(fs, root, dv).astype(np.int64)] = False
+    return keep
+
+
 class DeletionVectorFile:
     """A new DV file holding one or more deletion vectors (one per stored file)."""
 

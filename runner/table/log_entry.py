@@ -134,17 +134,9 @@ def re_add_action(update: NewDeletionVector, now: int) -> dict[str, Any]:
     f = update.file
     stats = json.loads(f.stats) if f.stats else {"numRecords": f.num_records}
     stats["tightBounds"] = False
-    return {
-        "add": {
-            "path": log_path(f.path),
-            "partitionValues": {},
-            "size": f.size,
-            "modificationTime": now,
-            "dataChange": True,
-            "stats": json.dumps(stats),
-            "deletionVector": update.deletion_vector.to_log(),
-        }
-    }
+    action = add_action(NewFile(f.path, f.size, json.dumps(stats)), now, data_change=True)
+    action["add"]["deletionVector"] = update.deletion_vector.to_log()
+    return action
 
 
 def txn_action(app_id: str, now: int) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from urllib.parse import unquote
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from deltalake import DeltaTable
 
 from runner.errors import RunnerError
 from runner.table.deletion_vectors import DeletionVector
@@ -25,6 +26,7 @@ from runner.table.storage import TableLocation
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.\d{10}\.\d{10})?\.parquet$")
 _V2_CHECKPOINT = re.compile(r"^\d{20}\.checkpoint\.[0-9a-f-]{36}\.(json|parquet)$")
+DELETION_VECTORS = "deletionVectors"  # the table feature
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,20 @@ class LoggedAdd:
     stats: str | None
     deletion_vector: DeletionVector | None
     modification_time: int
+
+
+def has_deletion_vectors(table: DeltaTable) -> bool:
+    """The table has the deletionVectors feature (a MERGE_ON_READ table)."""
+    return DELETION_VECTORS in (table.protocol().reader_features or [])
+
+
+def deletion_vectors(location: TableLocation, table: DeltaTable) -> dict[str, DeletionVector]:
+    """Per live file with a deletion vector at the table's loaded version (table-relative,
+    decoded path); empty, with no log read, for a table without the feature."""
+    if not has_deletion_vectors(table):
+        return {}
+    adds = live_adds(location, table.version())
+    return {path: a.deletion_vector for path, a in adds.items() if a.deletion_vector}
 
 
 def live_adds(location: TableLocation, version: int) -> dict[str, LoggedAdd]:

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from runner import faults
 from runner.errors import RunnerError
 from runner.index.naming import data_file_name
-from runner.table.deletion_vectors import read_deleted_rows
+from runner.table.deletion_vectors import keep_mask
 from runner.table.meta import BUCKET, PARTITION_PATH
 from runner.table.parquet_file import BucketFile, conform
 from runner.table.reader import ROW_INDEX, SOURCE_FILE
@@ -141,11 +141,7 @@ class RehashJob:
         stored = self.files[local]
         rows = pq.ParquetFile(local, filesystem=out.fs)
         count = rows.metadata.num_rows
-        live = np.ones(count, dtype=bool)
-        if stored.deletion_vector:
-            live[read_deleted_rows(out.fs, out.root, stored.deletion_vector).astype(np.int64)] = (
-                False
-            )
+        live = keep_mask(out.fs, out.root, stored.deletion_vector, count)
         if keys.num_rows != int(live.sum()):
             raise RunnerError(f"{local}: Spark read {keys.num_rows} of its {live.sum()} live rows")
         # the new bucket of every live row, in file order, whatever order Spark gave them in

@@ -13,7 +13,7 @@ from deltalake.exceptions import TableNotFoundError
 from runner.errors import RunnerError
 from runner.index.naming import parse_data_file_name
 from runner.table.deletion_vectors import DeletionVector
-from runner.table.log_replay import LoggedAdd, live_adds
+from runner.table.log_replay import LoggedAdd, has_deletion_vectors, live_adds
 from runner.table.storage import TableLocation, locate
 
 Group = tuple[str, int]  # (partition path, bucket)
@@ -40,9 +40,6 @@ class DataFile:
         return self.num_records - self.deleted_records
 
 
-DELETION_VECTORS = "deletionVectors"
-
-
 @dataclass
 class TableSnapshot:
     location: TableLocation
@@ -64,7 +61,7 @@ class TableSnapshot:
     @property
     def has_deletion_vectors(self) -> bool:
         """The table has the deletionVectors feature (a MERGE_ON_READ table)."""
-        return DELETION_VECTORS in (self.table.protocol().reader_features or [])
+        return has_deletion_vectors(self.table)
 
     def _logged_adds(self) -> dict[str, LoggedAdd]:
         version = self.version

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from runner import faults
 from runner.index.naming import data_file_name
+from runner.table.arrow_read import kept_batches
 from runner.table.bucket_merge import (
     BucketMerge,
     MergeSettings,
@@ -257,12 +258,9 @@ class WriteJob:
             keep = np.zeros(f.num_records, dtype=bool)
             mine = keys.files == index
             keep[keys.positions[mine]] = ~dropped[mine]
-            offset = 0
-            for batch in pq.ParquetFile(f"{root}/{f.path}", filesystem=fs).iter_batches():
-                part = pa.Table.from_batches([batch])
-                mask = keep[offset : offset + part.num_rows]
-                offset += part.num_rows
-                out.write(conform(part if mask.all() else part.filter(pa.array(mask)), out.schema))
+            parquet = pq.ParquetFile(f"{root}/{f.path}", filesystem=fs)
+            for part in kept_batches(parquet, keep, out.schema):
+                out.write(part)
 
     def _attach_deletion_vectors(
         self,
