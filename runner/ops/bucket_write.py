@@ -4,7 +4,8 @@ Copy-on-write rewrites the bucket: the executor job merges the stored files with
 batch's rows into a new file, and the commit removes the stored files of every bucket that
 changed. Merge-on-read keeps a bucket's files where it can: the rows the batch replaces or
 deletes get a deletion vector, the batch's rows go into a new delta file, and the commit
-re-adds each stored file that lost rows with its new deletion vector. A MERGE_ON_READ bucket
+re-adds each stored file that lost rows with its new deletion vector (small earlier delta
+files are folded into the new one and removed). A MERGE_ON_READ bucket
 with too many files or deleted rows is rewritten as copy-on-write would, in the same commit.
 """
 
@@ -92,9 +93,12 @@ def bucket_write(target: Target) -> BucketWrite:
 def replaced_files(
     results: Sequence[Row], stored: Mapping[Group, Sequence[DataFile]]
 ) -> list[DataFile]:
-    """The stored files the commit removes: every file of each rewritten bucket."""
+    """The stored files the commit removes: every file of each rewritten bucket, and the
+    delta files a merge-on-read bucket folded into its new delta file."""
     rewritten = [(r.partition_path, r.bucket) for r in results if r.rewritten]
-    return [f for group in rewritten for f in stored.get(group, [])]
+    by_path = {f.path: f for files in stored.values() for f in files}
+    folded = [by_path[path] for r in results if r.folded for path in json.loads(r.folded)]
+    return [f for group in rewritten for f in stored.get(group, [])] + folded
 
 
 def new_deletion_vectors(

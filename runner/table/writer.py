@@ -9,8 +9,10 @@ touched: the driver keeps its stored files.
 A changed bucket is either rewritten whole into one new file (copy-on-write), or, on a
 MERGE_ON_READ table, keeps its files: the rows the batch replaces or deletes get a deletion
 vector on their file, and the batch's rows go into one new delta file of the bucket's file
-group. The per-bucket choice: a bucket that already holds `max_delta_files` files, or whose
-deleted fraction would pass `max_deleted_fraction`, is rewritten instead.
+group. The bucket's earlier delta files go into that new file too while they are small next
+to its base file (see DeltaFileLimits.fold_fraction), so a bucket settles at a base file and
+one delta file. The per-bucket choice: a bucket that already holds `max_delta_files` files,
+or whose deleted fraction would pass `max_deleted_fraction`, is rewritten instead.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ RESULT_SCHEMA = pa.schema(
         pa.field("deletion_vectors", pa.string()),
         pa.field("dv_path", pa.string()),  # the DV file written, if any
         pa.field("dv_size", pa.int64()),
+        # merge-on-read: JSON list of the delta files folded into the new file (removed)
+        pa.field("folded", pa.string()),
         *[pa.field(a, pa.int64()) for a in COUNTED_ACTIONS],
     ]
 )
@@ -70,6 +74,24 @@ class DeltaFileLimits:
 
     max_files: int
     max_deleted_fraction: float
+    # Delta files are folded into the bucket's new delta file while together they hold at
+    # most this fraction of the bytes of the bucket's largest (base) file: rewriting them
+    # costs little next to the file opens and reads they save every reader.
+    fold_fraction: float = 0.25
+
+    def folded(self, stored: list[DataFile]) -> list[int]:
+        """Indices of the delta files (every file but the largest) to fold, smallest first."""
+        if len(stored) < 2:
+            return []
+        by_size = sorted(range(len(stored)), key=lambda i: stored[i].size)
+        budget = self.fold_fraction * stored[by_size[-1]].size
+        chosen: list[int] = []
+        for i in by_size[:-1]:
+            budget -= stored[i].size
+            if budget < 0:
+                break
+            chosen.append(i)
+        return chosen
 
 
 @dataclass(frozen=True)
@@ -159,6 +181,7 @@ class WriteJob:
             "deletion_vectors": None,
             "dv_path": None,
             "dv_size": 0,
+            "folded": None,
             **counts,
         }
         row["changed"] = any(counts[a] for a in ("insert", "update", "deleted"))
@@ -168,10 +191,15 @@ class WriteJob:
         new_file = BucketFile(fs, f"{root}/{self._relative(group, token)}", self.file_schema)
         dropped = self._dropped_rows(keys.rows.num_rows, matched_rows, candidates, decision)
         if self._rewrites(stored, keys, dropped):
-            self._copy_kept_rows(fs, root, stored, keys, dropped, new_file)
+            self._copy_kept_rows(fs, root, stored, keys, dropped, new_file, range(len(stored)))
             row["rewritten"] = True
         else:
-            row.update(self._attach_deletion_vectors(fs, root, stored, keys, dropped))
+            assert self.delta_files is not None
+            folded = self.delta_files.folded(stored)
+            self._copy_kept_rows(fs, root, stored, keys, dropped, new_file, folded)
+            row.update(self._attach_deletion_vectors(fs, root, stored, keys, dropped, folded))
+            if folded:
+                row["folded"] = json.dumps([stored[i].path for i in folded])
         new = decision.write
         seq_index = new.schema.get_field_index(COMMIT_SEQNO)
         new_file.write(
@@ -251,10 +279,12 @@ class WriteJob:
         keys: _StoredKeys,
         dropped: np.ndarray,
         out: BucketFile,
+        files: Iterable[int],
     ) -> None:
-        """Stream each stored file's rows that stay (not deleted before, not replaced now)
-        into the bucket's new file, row group by row group."""
-        for index, f in enumerate(stored):
+        """Stream the rows that stay (not deleted before, not replaced now) of the stored
+        files at `files` into the bucket's new file, row group by row group."""
+        for index in files:
+            f = stored[index]
             keep = np.zeros(f.num_records, dtype=bool)
             mine = keys.files == index
             keep[keys.positions[mine]] = ~dropped[mine]
@@ -269,19 +299,22 @@ class WriteJob:
         stored: list[DataFile],
         keys: _StoredKeys,
         dropped: np.ndarray,
+        folded: list[int],
     ) -> dict[str, object]:
-        """One DV file for the bucket: per stored file losing rows, the union of the rows
-        its current DV deletes and the rows the batch drops now."""
-        if not dropped.any():
-            return {}
+        """One DV file for the bucket: per stored file losing rows (folded files aside: they
+        go), the union of the rows its current DV deletes and the rows the batch drops now."""
         dv_file = DeletionVectorFile(fs, root, self.instant)
         vectors = []
         for index, f in enumerate(stored):
+            if index in folded:
+                continue
             now = keys.positions[(keys.files == index) & dropped]
             if not len(now):
                 continue
             rows = np.union1d(keys.deleted[index], now.astype(np.uint64))
             vectors.append({"path": f.path, "deletionVector": dv_file.add(rows).to_log()})
+        if not vectors:
+            return {}
         size = dv_file.close()
         faults.maybe_fail("after_deletion_vector", self.fault or "")
         return {

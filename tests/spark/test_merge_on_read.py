@@ -125,6 +125,32 @@ def test_max_delta_files_caps_the_files_of_a_bucket(spark, tmp_path, table):
     assert _content(tmp_path / "table").set_index("id").loc[5, "ts"] == 6
 
 
+def test_small_delta_files_are_folded_into_the_next_one(spark, tmp_path):
+    # one bucket per partition, large enough that a few rows are small beside its base file
+    spec = write_spec(tmp_path, _target(index={"buckets": 1}))
+    write_batch(tmp_path, _rows(range(4000), 1))
+    run_pipeline(load_spec(spec), spark=spark)
+    base = {f.path for f in open_table(str(tmp_path / "table")).files()}
+    # 6 and 8 are sf rows: the second upsert replaces 6 again, in the delta file this time
+    _upsert(spark, tmp_path, spec, _rows([6, 8], 2))
+    second = _upsert(spark, tmp_path, spec, _rows([6, 10], 3))
+    assert second.files_removed == 1 and second.buckets_rewritten == 0
+
+    files = open_table(str(tmp_path / "table")).files_by_group()
+    sf = files[("sf", 0)]
+    assert len(sf) == 2  # the base file and one delta file, however many upserts
+    (delta,) = [f for f in sf if f.path not in base]
+    assert delta.deletion_vector is None  # the replaced row of the folded file was left out
+    assert sorted(pl.read_parquet(str(tmp_path / "table" / delta.path))["id"]) == [6, 8, 10]
+    (stored,) = [f for f in sf if f.path in base]
+    assert stored.deleted_records == 3
+    content = _content(tmp_path / "table").set_index("id")
+    assert len(content) == 4000
+    assert (content.loc[6, "ts"], content.loc[8, "ts"], content.loc[10, "ts"]) == (3, 2, 3)
+    via_polars = pl.read_delta(str(tmp_path / "table")).to_pandas().set_index("id")
+    assert len(via_polars) == 4000 and via_polars.loc[6, "ts"] == 3
+
+
 def test_compaction_folds_each_bucket_into_one_sorted_file(spark, tmp_path, table):
     for ts, ids in ((2, [1, 2, 3, 4]), (3, [3, 4, 500, 501])):
         _upsert(spark, tmp_path, table, _rows(ids, ts))

@@ -46,7 +46,22 @@ def test_a_bucket_file_is_zstd_parquet_with_delta_statistics(tmp_path):
     assert stats["nullCount"] == {"_record_key": 0, "n": 1, "x": 0, "at": 2}
     written = pq.ParquetFile(tmp_path / "p=1" / "f.parquet")
     assert written.metadata.row_group(0).column(0).compression == "ZSTD"
+    assert written.metadata.num_row_groups == 1  # the two writes buffered into one group
     assert written.read().column("n").to_pylist() == [-7, 3, None]
+
+
+def test_string_bounds_follow_byte_order_and_are_left_out_when_unknown(tmp_path):
+    schema = pa.schema([("s", pa.string()), ("long", pa.string()), ("empty", pa.string())])
+    out = BucketFile(pafs.LocalFileSystem(), f"{tmp_path}/f.parquet", schema)
+    out.write(pa.table({"s": ["é", "z"], "long": ["a", "x" * 5000], "empty": [None, None]},
+                       schema=schema))  # fmt: skip
+    assert out.close()
+    stats = json.loads(out.stats.to_json())
+    # UTF-8 byte order, as every Delta reader compares: "é" (0xC3...) sorts after "z"
+    assert (stats["minValues"]["s"], stats["maxValues"]["s"]) == ("z", "é")
+    # parquet keeps no bounds for a value over 4 KiB: the column gets none rather than wrong
+    assert "long" not in stats["minValues"] and "long" not in stats["maxValues"]
+    assert "empty" not in stats["minValues"] and stats["nullCount"]["empty"] == 2
 
 
 def test_a_bucket_file_with_no_rows_is_never_created(tmp_path):
