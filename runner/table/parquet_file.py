@@ -24,7 +24,7 @@ _UNIQUE_COLUMNS = (COMMIT_SEQNO, RECORD_KEY)
 
 
 def _is_string(typ: pa.DataType) -> bool:
-    return pa.types.is_string(typ) or pa.types.is_large_string(typ)
+    return bool(pa.types.is_string(typ) or pa.types.is_large_string(typ))
 
 
 def _stat_value(value: object, typ: pa.DataType, upper: bool) -> object | None:
