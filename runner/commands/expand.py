@@ -241,8 +241,6 @@ def run_expansion(
     summary.buckets_after = _layout_dict(plan.layout_after)
     log.info("expansion_started", table=snapshot.uri, policy=plan.policy, instant=summary.instant)
     files = plan.files
-    if plan.policy == "multiple_rehash":
-        _check_one_file_per_bucket(files)
     new_groups = [(c.partition_path, b) for c in plan.changes for b in range(c.buckets_after)]
     file_ids = {g: new_file_id(g[1]) for g in new_groups}
     schema, fault = snapshot.arrow_schema(), faults.requested()
@@ -325,12 +323,19 @@ def expansion_frame(
         target.index.hash_fields, counts, plan.layout_after.default, F.col(PARTITION_PATH)
     )
     if rehash:
-        return rows.select(
+        positions = rows.select(
             F.col(SOURCE_FILE),
             F.col(ROW_INDEX),
             F.col(PARTITION_PATH),
             new_bucket.alias(BUCKET),
         )
+        buckets = {(f.partition_path, f.bucket) for f in plan.files}
+        if len(buckets) < len(plan.files):
+            # a bucket of several files (a bulk load's, or base and delta files): its files
+            # must reach the writer one after the other. A file's path starts with its
+            # partition and bucket id, so a local sort by path puts them so.
+            return positions.sortWithinPartitions(SOURCE_FILE)
+        return positions
     groups = sum(c.buckets_after for c in plan.changes)
     shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
     return (
@@ -338,19 +343,6 @@ def expansion_frame(
         .repartition(max(1, min(groups, shuffle)), PARTITION_PATH, BUCKET)
         .sortWithinPartitions(PARTITION_PATH, BUCKET, RECORD_KEY)
     )
-
-
-def _check_one_file_per_bucket(files: list[DataFile]) -> None:
-    seen: dict[tuple[str, int], str] = {}
-    for f in files:
-        group = (f.partition_path, f.bucket)
-        if group in seen:
-            raise RunnerError(
-                f"bucket {f.bucket} of partition {f.partition_path!r} has two files "
-                f"({seen[group]}, {f.path}); multiple_rehash needs one file per bucket: "
-                "use --policy overwrite, or on a MERGE_ON_READ table run `runner compact` first"
-            )
-        seen[group] = f.path
 
 
 def buckets_over(snapshot: TableSnapshot, max_bytes: int) -> list[str]:

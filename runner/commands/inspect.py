@@ -72,11 +72,14 @@ def inspect_table(uri: str) -> dict[str, Any]:
         "bytes": sum(p["bytes"] for p in report_partitions),
         "files": sum(p["files"] for p in report_partitions),
         "deleted_rows": sum(p["deleted_rows"] for p in report_partitions),
+        # merge-on-read delta files, or the base files of a bulk load's tasks: the next
+        # rewrite of the bucket or `runner compact` folds them
+        "buckets_with_several_files": sum(p["buckets_with_delta_files"] for p in report_partitions),
     }
 
 
 def render_report(report: dict[str, Any]) -> str:
-    mor = report["table_type"] == "MERGE_ON_READ"
+    mor = report["table_type"] == "MERGE_ON_READ" or report["buckets_with_several_files"] > 0
     lines = [
         f"{report['table']}  version {report['version']}  {report['table_type']}  "
         f"{report['rows']:,} rows  {human_size(report['bytes'])} in {report['files']} file(s)"

@@ -8,7 +8,7 @@ fails before its commit leaves the table as it was and removes the files it wrot
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -32,7 +32,7 @@ from runner.ops.bucket_write import (
     replaced_files,
 )
 from runner.ops.keys import add_key_columns
-from runner.ops.merge import incoming_rows, merge_settings, write_frame
+from runner.ops.merge import bulk_rows, incoming_rows, merge_settings, single_pass, write_frame
 from runner.ops.quality import (
     FATE,
     QUARANTINE_COLUMNS,
@@ -54,6 +54,7 @@ from runner.sources.jdbc import driver_jars
 from runner.sources.model import SourcePlan
 from runner.sources.plan import nothing_new, plan_database_reads, plan_sources, read_input
 from runner.spec.model import PipelineSpec, Target
+from runner.table.bulk_writer import BULK_RESULT_SCHEMA, OCCUPIED, BulkJob
 from runner.table.commit import BucketClash, add_columns, commit_files, create_table
 from runner.table.config import check_table_settings, table_settings
 from runner.table.directory import check_new_table_location
@@ -237,36 +238,100 @@ class PipelineRun:
                 reads_database=any(s.format == "jdbc" for s in spec.sources),
             )
         try:
-            with stages.stage("keys"):
-                groups, verdicts = _touched_groups(judged)
-                summary.rows_read = verdicts.rows_read
-                enforce(judged, spec, verdicts)
-                summary.rows_dropped = verdicts.count("drop")
-                summary.rows_quarantined = verdicts.count("quarantine")
-                summary.rejected_by_rule = verdicts.by_rule
-            faults.maybe_fail("keyed")
-            if summary.rows_quarantined:
-                assert target.quarantine is not None, "enforce() fails the run without one"
-                with stages.stage("quarantine"), writing(target.quarantine.path):
-                    context = self._quarantine_context()
-                    rows = quarantine_rows(judged, batch.columns, context).toArrow()
-                    self._append_quarantine(rows)
-            log.info(
-                "batch_keyed",
-                rows=summary.rows_read,
-                buckets=len(groups),
-                partitions=len({pp for pp, _ in groups}),
-            )
-            keyed = judged.where(F.col(FATE).isNull())  # the rows to write
-            with writing(target.path):
-                try:
-                    self._write_and_commit(keyed, schema, groups)
-                except BaseException:
-                    remove_uncommitted(spark, self.table, summary.instant)
-                    raise
+            if single_pass(target):
+                self._bulk_insert(judged, batch.columns, schema)
+            else:
+                self._merge_batch(judged, batch.columns, schema)
         finally:
             judged.unpersist()
         return True
+
+    def _merge_batch(self, judged: DataFrame, input_columns: list[str], schema: SchemaPlan) -> None:
+        """Count the batch per bucket, then merge it into the buckets it touches."""
+        spark, target, stages = self.spark, self.target, self.stages
+        assert spark is not None
+        with stages.stage("keys"):
+            groups, verdicts = _touched_groups(judged)
+        self._judge(judged, input_columns, verdicts, groups)
+        keyed = judged.where(F.col(FATE).isNull())  # the rows to write
+        with writing(target.path):
+            try:
+                self._write_and_commit(keyed, schema, groups)
+            except BaseException:
+                remove_uncommitted(spark, self.table, self.summary.instant)
+                raise
+
+    def _bulk_insert(self, judged: DataFrame, input_columns: list[str], schema: SchemaPlan) -> None:
+        """bulk_insert without filter_dupes: one pass over the input and no shuffle; each
+        task writes its rows' buckets and counts the rows set aside, then the verdicts are
+        enforced before the commit (runner/table/bulk_writer.py)."""
+        spark, target, stages, summary = self.spark, self.target, self.stages, self.summary
+        assert spark is not None
+        occupied = {pp for pp, _ in self.snapshot.files_by_group()} if self.snapshot else set()
+        with writing(target.path):
+            try:
+                with stages.stage("write"):
+                    job = BulkJob(
+                        self.table,
+                        summary.instant,
+                        schema.file_schema,
+                        frozenset(occupied),
+                        faults.requested(),
+                    )
+                    frame = bulk_rows(judged, schema, summary.instant)
+                    results = frame.mapInArrow(job, _struct(BULK_RESULT_SCHEMA)).collect()
+                files = [r for r in results if r.fate is None]
+                log.info("files_written", files=len(files), bytes=sum(r.size for r in files))
+                _refuse_occupied([r.rule for r in results if r.fate == OCCUPIED])
+                groups: dict[Group, int] = {}
+                counts: dict[tuple[str | None, str | None], int] = {}
+                for r in results:
+                    if r.fate is None:
+                        group = (r.partition_path, r.bucket)
+                        groups[group] = groups.get(group, 0) + r.rows
+                    counts[(r.fate, r.rule)] = counts.get((r.fate, r.rule), 0) + r.rows
+                self._judge(judged, input_columns, Verdicts.from_counts(counts), groups)
+                self._quarantine_skipped()
+                with stages.stage("commit"):
+                    try:
+                        self._commit(self.snapshot, schema, files, {})
+                    except BucketClash as clash:
+                        raise CommitConflictError(
+                            f"another writer wrote into this bulk_insert's partitions meanwhile "
+                            f"(version {clash.latest.version}); bulk_insert writes only into "
+                            "empty partitions, so nothing of this run was committed"
+                        ) from clash
+            except BaseException:
+                remove_uncommitted(spark, self.table, summary.instant)
+                raise
+
+    def _judge(
+        self,
+        judged: DataFrame,
+        input_columns: list[str],
+        verdicts: Verdicts,
+        groups: dict[Group, int],
+    ) -> None:
+        """Fail the run on rejected rows past what the spec allows; quarantine the rest."""
+        spec, target, summary, stages = self.spec, self.target, self.summary, self.stages
+        summary.rows_read = verdicts.rows_read
+        enforce(judged, spec, verdicts)
+        summary.rows_dropped = verdicts.count("drop")
+        summary.rows_quarantined = verdicts.count("quarantine")
+        summary.rejected_by_rule = verdicts.by_rule
+        faults.maybe_fail("keyed")
+        if summary.rows_quarantined:
+            assert target.quarantine is not None, "enforce() fails the run without one"
+            with stages.stage("quarantine"), writing(target.quarantine.path):
+                context = self._quarantine_context()
+                rows = quarantine_rows(judged, input_columns, context).toArrow()
+                self._append_quarantine(rows)
+        log.info(
+            "batch_keyed",
+            rows=summary.rows_read,
+            buckets=len(groups),
+            partitions=len({pp for pp, _ in groups}),
+        )
 
     def _write_and_commit(
         self, keyed: DataFrame, schema: SchemaPlan, groups: dict[Group, int]
@@ -386,7 +451,7 @@ class PipelineRun:
         summary.files_added = len(new_files)
         summary.files_removed = len(removed)
         summary.bytes_written = sum(f.size for f in new_files) + sum(r.dv_size for r in results)
-        summary.buckets_touched = len(changed)
+        summary.buckets_touched = len({(r.partition_path, r.bucket) for r in changed})
         summary.table_type = target.table_type
         summary.buckets_rewritten = sum(
             1 for r in changed if r.rewritten and (r.partition_path, r.bucket) in stored_files
@@ -691,16 +756,20 @@ def _stored_files(
         return {}
     by_group = snapshot.files_by_group()
     if target.operation == "bulk_insert":
-        stored_partitions = {pp for pp, _ in by_group}
-        busy = sorted({pp for pp, _ in groups} & stored_partitions)
-        if busy:
-            shown = ", ".join(repr(p) for p in busy[:5])
-            raise UserError(
-                f"bulk_insert writes only into empty partitions, and {len(busy)} of this batch's "
-                f"partitions already hold data ({shown}); use operation insert or upsert"
-            )
+        _refuse_occupied({pp for pp, _ in groups} & {pp for pp, _ in by_group})
         return {}
     return {g: by_group[g] for g in groups if g in by_group}
+
+
+def _refuse_occupied(partitions: Iterable[str]) -> None:
+    """bulk_insert never merges: a batch partition that already holds data is an error."""
+    busy = sorted(partitions)
+    if busy:
+        shown = ", ".join(repr(p) for p in busy[:5])
+        raise UserError(
+            f"bulk_insert writes only into empty partitions, and {len(busy)} of this batch's "
+            f"partitions already hold data ({shown}); use operation insert or upsert"
+        )
 
 
 def _shuffle_partitions(spark: SparkSession) -> int:
@@ -708,6 +777,10 @@ def _shuffle_partitions(spark: SparkSession) -> int:
 
 
 def _result_struct() -> StructType:
+    return _struct(RESULT_SCHEMA)
+
+
+def _struct(schema: pa.Schema) -> StructType:
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    return from_arrow_schema(RESULT_SCHEMA)
+    return from_arrow_schema(schema)

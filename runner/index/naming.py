@@ -36,6 +36,14 @@ def new_file_id(bucket: int) -> str:
     return f"{bucket:08d}{str(uuid.uuid4())[8:]}-0"
 
 
+def derived_file_id(bucket: int, *parts: str) -> str:
+    """A file group id every task derives alike from `parts` (a run's instant and the
+    bucket's partition path): tasks that write the same new bucket without talking to each
+    other put their files in one file group."""
+    derived = uuid.uuid5(uuid.NAMESPACE_URL, "/".join([*parts, str(bucket)]))
+    return f"{bucket:08d}{str(derived)[8:]}-0"
+
+
 def data_file_name(file_id: str, write_token: str, instant: str) -> str:
     return f"{file_id}_{write_token}_{instant}.parquet"
 

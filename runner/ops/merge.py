@@ -12,6 +12,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from runner.ops.quality import FATE, RULE
 from runner.spec.model import Target
 from runner.table.bucket_merge import DELETE, MergeSettings
 from runner.table.meta import BUCKET, COMMIT_SEQNO, COMMIT_TIME, PARTITION_PATH, RECORD_KEY
@@ -44,6 +45,27 @@ def incoming_rows(keyed: DataFrame, target: Target, plan: SchemaPlan, instant: s
         F.monotonically_increasing_id().alias(SEQ),
         (marker if marker is not None else F.lit(False)).alias(DELETE),
     )
+
+
+def single_pass(target: Target) -> bool:
+    """bulk_insert keeping every row needs neither stored rows nor a shuffle: each input
+    task writes its own rows (runner/table/bulk_writer.py)."""
+    return target.operation == "bulk_insert" and not target.filter_dupes
+
+
+def bulk_rows(judged: DataFrame, plan: SchemaPlan, instant: str) -> DataFrame:
+    """The batch in file layout with its verdicts, each task's rows sorted by bucket only
+    (no exchange: the sort is local, as in Spark's own partitioned writes)."""
+    return judged.select(
+        F.lit(instant).alias(COMMIT_TIME),
+        F.lit(None).cast("string").alias(COMMIT_SEQNO),
+        RECORD_KEY,
+        PARTITION_PATH,
+        BUCKET,
+        *plan.data_columns,
+        FATE,
+        RULE,
+    ).sortWithinPartitions(PARTITION_PATH, BUCKET)
 
 
 def _winner(target: Target) -> Column:

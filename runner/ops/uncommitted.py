@@ -76,12 +76,32 @@ def _remove_files_of(table: TableLocation, instant: str) -> None:
     except OSError:
         return
     removed = 0
+    emptied: set[str] = set()
     for info in listing:
         ours = info.path.endswith(f"_{instant}.parquet") or f"/{DV_DIR}/{instant}/" in info.path
         if info.type == pafs.FileType.File and ours:
             try:
                 fs.delete_file(info.path)
                 removed += 1
+                emptied.add(info.path.rsplit("/", 1)[0])
             except OSError:
                 log.warning("uncommitted_file_left", path=info.path)
+    if fs.type_name == "local":
+        _remove_empty_directories(fs, root, emptied)
     log.info("uncommitted_files_removed", count=removed)
+
+
+def _remove_empty_directories(fs: pafs.FileSystem, root: str, emptied: set[str]) -> None:
+    """The partition directories the run made for its files, and the table directory a
+    new table's first run made, once nothing is left in them."""
+    candidates = set()
+    for directory in emptied:
+        while len(directory) >= len(root.rstrip("/")):
+            candidates.add(directory)
+            directory = directory.rsplit("/", 1)[0]
+    for directory in sorted(candidates, key=len, reverse=True):  # deepest first
+        try:
+            if not fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True)):
+                fs.delete_dir(directory)
+        except OSError:
+            continue

@@ -11,7 +11,7 @@ Rows are copied as they are: only `_bucket` changes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote, urlparse
 
@@ -99,7 +99,9 @@ class RehashJob:
     """mapInArrow over (SOURCE_FILE, ROW_INDEX, _partition_path, _bucket) rows of old files.
 
     `files` maps each old file's local path to the file. Rows a deletion vector deletes
-    are not read by Spark and not copied.
+    are not read by Spark and not copied. The files of one old bucket come one after the
+    other (expansion_frame sorts by file when a bucket has several), and write into the
+    same open files of their new buckets.
     """
 
     table: TableLocation
@@ -112,6 +114,7 @@ class RehashJob:
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         out = _Outputs(self.table, self.instant, self.file_schema, self.file_ids, self.fault)
         current: str | None = None
+        old_bucket: Group | None = None  # the new files stay open while its files come
         pieces: list[pa.RecordBatch] = []
         for batch in batches:
             if batch.num_rows == 0:
@@ -123,22 +126,31 @@ class RehashJob:
                 path = paths[start].as_py()
                 if path != current:
                     if current is not None:
-                        yield from self._split_file(out, current, pieces)
+                        old_bucket = yield from self._split_file(out, current, pieces, old_bucket)
                     current, pieces = path, []
                 pieces.append(batch.slice(start, end - start))
                 start = end
         if current is not None:
-            yield from self._split_file(out, current, pieces)
+            yield from self._split_file(out, current, pieces, old_bucket)
+        yield from out.close_all()
 
     def _split_file(
-        self, out: _Outputs, spark_path: str, pieces: list[pa.RecordBatch]
-    ) -> Iterator[pa.RecordBatch]:
+        self,
+        out: _Outputs,
+        spark_path: str,
+        pieces: list[pa.RecordBatch],
+        old_bucket: Group | None,
+    ) -> Generator[pa.RecordBatch, None, Group]:
+        """Write one old file's live rows into its new buckets' files; those of the
+        previous old bucket are closed first. Returns the file's (old) bucket."""
         local = unquote(urlparse(spark_path).path)
         if local not in self.files:
             raise RunnerError(f"Spark read {spark_path}, which is not a file of this expansion")
         keys = pa.Table.from_batches(pieces)
         pp = keys.column(PARTITION_PATH)[0].as_py()
         stored = self.files[local]
+        if (stored.partition_path, stored.bucket) != old_bucket:
+            yield from out.close_all()
         rows = pq.ParquetFile(local, filesystem=out.fs)
         count = rows.metadata.num_rows
         live = keep_mask(out.fs, out.root, stored.deletion_vector, count)
@@ -161,7 +173,7 @@ class RehashJob:
             part = part.set_column(part.schema.get_field_index(BUCKET), BUCKET, new)
             for bucket in pc.unique(new).to_pylist():
                 out.write((pp, bucket), part.filter(pc.equal(new, bucket)))
-        yield from out.close_all()
+        return (stored.partition_path, stored.bucket)
 
 
 @dataclass(frozen=True)

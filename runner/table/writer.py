@@ -130,7 +130,7 @@ class WriteJob:
         partition = ctx.partitionId() if ctx else 0
         token = f"{partition}-{ctx.stageId()}-{ctx.attemptNumber()}" if ctx else "0-0-0"
         fs, root = self.table.filesystem()
-        seqno = _SeqNo(self.instant, partition)
+        seqno = SeqNo(self.instant, partition)
         group: Group | None = None
         parts: list[pa.Table] = []
         for batch in batches:
@@ -150,7 +150,7 @@ class WriteJob:
         fs: pafs.FileSystem,
         root: str,
         token: str,
-        seqno: _SeqNo,
+        seqno: SeqNo,
         group: Group | None,
         parts: list[pa.Table],
     ) -> pa.RecordBatch:
@@ -325,7 +325,7 @@ class WriteJob:
 
 
 @dataclass
-class _SeqNo:
+class SeqNo:
     """Hudi-style `_commit_seqno`: <instant>_<task partition>_<row counter>."""
 
     instant: str

@@ -44,16 +44,18 @@ def _batch(n: int = 100) -> pd.DataFrame:
     return frame
 
 
-def _spec(tmp_path, max_fraction=0.05, rules=RULES, quarantine=True):
-    target = dict(TARGET)
+def _spec(tmp_path, max_fraction=0.05, rules=RULES, quarantine=True, operation="upsert"):
+    target = {**TARGET, "operation": operation}
     if quarantine:
         target["quarantine"] = {"path": "quarantine", "max_fraction": max_fraction}
     return load_spec(write_spec(tmp_path, target, expectations=rules))
 
 
-def test_rejected_rows_go_to_quarantine_with_rule_reason_and_record(spark, tmp_path):
+# bulk_insert judges the rows in the same pass that writes them (runner/table/bulk_writer.py)
+@pytest.mark.parametrize("operation", ["upsert", "bulk_insert"])
+def test_rejected_rows_go_to_quarantine_with_rule_reason_and_record(spark, tmp_path, operation):
     write_batch(tmp_path, _batch())
-    summary = run_pipeline(_spec(tmp_path), spark=spark, batch_id="b1")
+    summary = run_pipeline(_spec(tmp_path, operation=operation), spark=spark, batch_id="b1")
 
     assert summary.rows_read == 100
     assert summary.rows_quarantined == 4 and summary.rows_dropped == 2
@@ -85,16 +87,17 @@ def test_rejected_rows_go_to_quarantine_with_rule_reason_and_record(spark, tmp_p
     assert by_id["k7"]["_rule"] == "fare_not_negative"  # a NULL result breaks the rule
 
     # The same batch again: no second commit, and no row quarantined twice.
-    again = run_pipeline(_spec(tmp_path), spark=spark, batch_id="b1")
+    again = run_pipeline(_spec(tmp_path, operation=operation), spark=spark, batch_id="b1")
     assert again.batch_already_committed
     assert len(read_table(tmp_path / "quarantine")) == 4
     assert DeltaTable(str(tmp_path / "table")).version() == 1  # created, then one commit
 
 
-def test_quarantine_past_max_fraction_fails_and_writes_nothing(spark, tmp_path):
+@pytest.mark.parametrize("operation", ["upsert", "bulk_insert"])
+def test_quarantine_past_max_fraction_fails_and_writes_nothing(spark, tmp_path, operation):
     write_batch(tmp_path, _batch())
     with pytest.raises(BadRecordsError) as err:
-        run_pipeline(_spec(tmp_path, max_fraction=0.03), spark=spark)
+        run_pipeline(_spec(tmp_path, max_fraction=0.03, operation=operation), spark=spark)
     message = str(err.value)
     assert message.startswith(
         "4 of 100 record(s) (4.00%) would go to quarantine, more than "
