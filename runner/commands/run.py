@@ -278,7 +278,7 @@ class PipelineRun:
                         frozenset(occupied),
                         faults.requested(),
                     )
-                    frame = bulk_rows(judged, schema, summary.instant)
+                    frame = bulk_rows(judged, schema)
                     results = frame.mapInArrow(job, _struct(BULK_RESULT_SCHEMA)).collect()
                 files = [r for r in results if r.fate is None]
                 log.info("files_written", files=len(files), bytes=sum(r.size for r in files))

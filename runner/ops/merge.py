@@ -53,12 +53,11 @@ def single_pass(target: Target) -> bool:
     return target.operation == "bulk_insert" and not target.filter_dupes
 
 
-def bulk_rows(judged: DataFrame, plan: SchemaPlan, instant: str) -> DataFrame:
-    """The batch in file layout with its verdicts, each task's rows sorted by bucket only
-    (no exchange: the sort is local, as in Spark's own partitioned writes)."""
+def bulk_rows(judged: DataFrame, plan: SchemaPlan) -> DataFrame:
+    """The batch's columns with their verdicts, each task's rows sorted by bucket only
+    (no exchange: the sort is local, as in Spark's own partitioned writes). The writer adds
+    `_commit_time` and `_commit_seqno`: a constant need not cross the Arrow hand-off."""
     return judged.select(
-        F.lit(instant).alias(COMMIT_TIME),
-        F.lit(None).cast("string").alias(COMMIT_SEQNO),
         RECORD_KEY,
         PARTITION_PATH,
         BUCKET,

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from runner import faults
 from runner.index.naming import data_file_name, derived_file_id
 from runner.ops.quality import FATE, RULE
-from runner.table.meta import COMMIT_SEQNO, PARTITION_PATH
+from runner.table.meta import COMMIT_SEQNO, COMMIT_TIME, PARTITION_PATH
 from runner.table.parquet_file import BucketFile, conform
 from runner.table.snapshot import Group
 from runner.table.storage import TableLocation
@@ -100,9 +100,13 @@ class BulkJob:
                         yield self._finish(group, *out)
                     rel = self._relative(key, token)
                     group, out = key, (rel, BucketFile(fs, f"{root}/{rel}", self.file_schema))
+                part = conform(part, self.file_schema)
+                n = part.num_rows
+                at = part.schema.get_field_index(COMMIT_TIME)
+                part = part.set_column(at, COMMIT_TIME, pa.array([self.instant] * n, pa.string()))
                 seq = part.schema.get_field_index(COMMIT_SEQNO)
-                part = part.set_column(seq, COMMIT_SEQNO, seqno.take(part.num_rows))
-                out[1].write(conform(part, self.file_schema))
+                part = part.set_column(seq, COMMIT_SEQNO, seqno.take(n))
+                out[1].write(part)
         if out is not None and group is not None:
             yield self._finish(group, *out)
         for (fate_name, rule), n in sorted(set_aside.items(), key=str):
