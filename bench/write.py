@@ -321,7 +321,7 @@ def _upsert(
         written["runner"] = summary.bytes_written
         replaced["runner"] = sum(size for path, size in before.items() if path not in after)
         touched["runner buckets"] = summary.buckets_touched
-        touched["runner buckets in the table"] = len(before)
+        touched["runner files in the table before"] = len(before)
         return summary
 
     summaries: list = []

@@ -177,14 +177,29 @@ class BucketFile:
                 use_dictionary=[n for n in self.schema.names if n not in _UNIQUE_COLUMNS],
                 metadata_collector=self.footer,
             )
-        self.writer.write_table(rows, row_group_size=rows.num_rows)
+        try:
+            self.writer.write_table(rows, row_group_size=rows.num_rows)
+        except BaseException:
+            self._abandon()
+            raise
+
+    def _abandon(self) -> None:
+        """After a failed write (a full disk): the file is left to the run's cleanup, and
+        the pyarrow writer must not try to finish it again when it is garbage-collected
+        (that second error would print over the run's one-line error)."""
+        if self.writer is not None:
+            self.writer.is_open = False
 
     def close(self) -> bool:
         """Finish the file; False when no row was written (and so no file exists)."""
         self._flush()
         if self.writer is None or self.stream is None:
             return False
-        self.writer.close()  # leaves the stream open: it was handed a stream, not a path
+        try:
+            self.writer.close()  # leaves the stream open: it was handed a stream, not a path
+        except BaseException:
+            self._abandon()
+            raise
         self.stats.add_parquet_strings(self.footer[0])
         self.size = self.stream.tell()
         self.stream.close()  # on an object store, this completes the upload
