@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from runner.ops.quality import FATE, RULE
 from runner.spec.model import Target
+from runner.table import bulk_writer
 from runner.table.bucket_merge import DELETE, MergeSettings
 from runner.table.meta import BUCKET, COMMIT_SEQNO, COMMIT_TIME, PARTITION_PATH, RECORD_KEY
 from runner.table.schema import SchemaPlan
@@ -62,8 +63,8 @@ def bulk_rows(judged: DataFrame, plan: SchemaPlan) -> DataFrame:
         PARTITION_PATH,
         BUCKET,
         *plan.data_columns,
-        FATE,
-        RULE,
+        F.col(FATE).alias(bulk_writer.FATE),
+        F.col(RULE).alias(bulk_writer.RULE),
     ).sortWithinPartitions(PARTITION_PATH, BUCKET)
 
 

@@ -21,12 +21,16 @@ import pyarrow.compute as pc
 
 from runner import faults
 from runner.index.naming import data_file_name, derived_file_id
-from runner.ops.quality import FATE, RULE
 from runner.table.meta import COMMIT_SEQNO, COMMIT_TIME, PARTITION_PATH
 from runner.table.parquet_file import BucketFile, conform
 from runner.table.snapshot import Group
 from runner.table.storage import TableLocation
 from runner.table.writer import COUNTED_ACTIONS, RESULT_SCHEMA, SeqNo, split_groups
+
+# The verdict columns of the rows the job receives (ops/merge.py::bulk_rows names them so):
+# a row's fate (null: write it; drop, quarantine, fail) and the rule(s) it broke.
+FATE = "__runner_bulk_fate"
+RULE = "__runner_bulk_rule"
 
 # The fate under which the job counts rows of a partition that already holds data (`rule`
 # names the partition): bulk_insert refuses them, and writes none of them.
