@@ -25,6 +25,37 @@ def write_spec(directory: Path, target: dict[str, Any], name: str = "t", **extra
     return path
 
 
+def city_target(operation: str, **extra: Any) -> dict[str, Any]:
+    """A target keyed by `id`, partitioned by `city`, 4 buckets, ordered by `ts`."""
+    return {
+        "operation": operation,
+        "record_key": "id",
+        "precombine_field": "ts",
+        "key_generator": {"partition_fields": "city"},
+        "index": {"buckets": 4},
+        **extra,
+    }
+
+
+def city_rows(ids: Any, ts: int, city: list[str] | None = None) -> pd.DataFrame:
+    """Rows for city_target: odd ids in "ams", even ones in "sf" unless `city` says."""
+    ids = list(ids)
+    return pd.DataFrame(
+        {
+            "id": ids,
+            "city": city or ["ams" if i % 2 else "sf" for i in ids],
+            "ts": [ts] * len(ids),
+            "v": [f"v{ts}-{i}" for i in ids],
+        }
+    )
+
+
+def city_content(path: Path) -> pd.DataFrame:
+    """A city_target table's rows (delta-rs), sorted by id, without the meta columns."""
+    frame = read_table(path)
+    return frame[["id", "city", "ts", "v"]].sort_values("id").reset_index(drop=True)
+
+
 def keys_target(directory: Path, key_generator: dict[str, Any], record_key: Any):
     """The Target of a minimal spec with this key generator, loaded (and so validated)."""
     from runner.spec import load_spec

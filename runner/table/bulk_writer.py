@@ -25,7 +25,7 @@ from runner.table.meta import COMMIT_SEQNO, COMMIT_TIME, PARTITION_PATH
 from runner.table.parquet_file import BucketFile, conform
 from runner.table.snapshot import Group
 from runner.table.storage import TableLocation
-from runner.table.writer import COUNTED_ACTIONS, RESULT_SCHEMA, SeqNo, split_groups
+from runner.table.writer import COUNTED_ACTIONS, RESULT_SCHEMA, SeqNo, split_groups, task_token
 
 # The verdict columns of the rows the job receives (ops/merge.py::bulk_rows names them so):
 # a row's fate (null: write it; drop, quarantine, fail) and the rule(s) it broke.
@@ -65,11 +65,7 @@ class BulkJob:
     fault: str | None = None
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        partition = ctx.partitionId() if ctx else 0
-        token = f"{partition}-{ctx.stageId()}-{ctx.attemptNumber()}" if ctx else "0-0-0"
+        partition, token = task_token()
         fs, root = self.table.filesystem()
         seqno = SeqNo(self.instant, partition)
         set_aside: Counter[tuple[str, str | None]] = Counter()

@@ -124,11 +124,7 @@ class WriteJob:
     delta_files: DeltaFileLimits | None = None  # None: copy-on-write
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        partition = ctx.partitionId() if ctx else 0
-        token = f"{partition}-{ctx.stageId()}-{ctx.attemptNumber()}" if ctx else "0-0-0"
+        partition, token = task_token()
         fs, root = self.table.filesystem()
         seqno = SeqNo(self.instant, partition)
         group: Group | None = None
@@ -322,6 +318,17 @@ class WriteJob:
             "dv_path": dv_file.relative_path,
             "dv_size": size,
         }
+
+
+def task_token() -> tuple[int, str]:
+    """The Spark task's partition and Hudi's write token, <partition>-<stage>-<attempt>,
+    which names every file the task writes (a retried task writes other files)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        return 0, "0-0-0"
+    return ctx.partitionId(), f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.attemptNumber()}"
 
 
 @dataclass

@@ -20,37 +20,20 @@ from runner.errors import UserError
 from runner.index.naming import parse_data_file_name
 from runner.spec import load_spec
 from runner.table.snapshot import open_table
-from tests.helpers import file_bytes, read_table, write_batch, write_spec
+from tests.helpers import (
+    city_content,
+    city_rows,
+    city_target,
+    file_bytes,
+    write_batch,
+    write_spec,
+)
 
 N = 3000
 
 
 def _target(**extra) -> dict:
-    return {
-        "operation": "bulk_insert",
-        "record_key": "id",
-        "precombine_field": "ts",
-        "key_generator": {"partition_fields": "city"},
-        "index": {"buckets": 4},
-        **extra,
-    }
-
-
-def _rows(ids, ts: int, city=None) -> pd.DataFrame:
-    ids = list(ids)
-    return pd.DataFrame(
-        {
-            "id": ids,
-            "city": city or ["ams" if i % 2 else "sf" for i in ids],
-            "ts": [ts] * len(ids),
-            "v": [f"v{ts}-{i}" for i in ids],
-        }
-    )
-
-
-def _content(path) -> pd.DataFrame:
-    frame = read_table(path)
-    return frame[["id", "city", "ts", "v"]].sort_values("id").reset_index(drop=True)
+    return city_target(extra.pop("operation", "bulk_insert"), **extra)
 
 
 @pytest.fixture
@@ -58,7 +41,7 @@ def three_tasks(spark, tmp_path):
     """The input as three parquet files, each read by its own Spark task."""
     inp = tmp_path / "in"
     inp.mkdir()
-    frame = _rows(range(N), 1)
+    frame = city_rows(range(N), 1)
     for i in range(3):
         part = frame.iloc[i::3]
         pq.write_table(pa.Table.from_pandas(part, preserve_index=False), inp / f"{i}.parquet")
@@ -89,7 +72,7 @@ def test_each_task_writes_its_own_files_of_the_buckets_file_group(spark, tmp_pat
         assert all(n is not None for n in names)
         assert len({n.file_id for n in names if n}) == 1
         assert len({n.write_token for n in names if n}) == 3
-    pd.testing.assert_frame_equal(_content(tmp_path / "table"), three_tasks)
+    pd.testing.assert_frame_equal(city_content(tmp_path / "table"), three_tasks)
     via_polars = pl.read_delta(str(tmp_path / "table")).to_pandas()
     assert sorted(via_polars["id"]) == list(range(N))
     report = inspect_table(str(tmp_path / "table"))
@@ -100,7 +83,7 @@ def test_each_task_writes_its_own_files_of_the_buckets_file_group(spark, tmp_pat
 def test_an_upsert_folds_a_buckets_base_files_into_one(spark, tmp_path, three_tasks):
     run_pipeline(load_spec(write_spec(tmp_path, _target())), spark=spark)
     upsert = write_spec(tmp_path, _target(operation="upsert"), name="up")
-    write_batch(tmp_path, _rows([2, 4], 2))  # sf rows; in one or two of its buckets
+    write_batch(tmp_path, city_rows([2, 4], 2))  # sf rows; in one or two of its buckets
     summary = run_pipeline(load_spec(upsert), spark=spark)
     assert summary.updated == 2 and summary.files_removed == 3 * summary.buckets_touched
 
@@ -109,7 +92,7 @@ def test_an_upsert_folds_a_buckets_base_files_into_one(spark, tmp_path, three_ta
     assert len(touched) == summary.buckets_touched
     expected = three_tasks.set_index("id")
     expected.loc[[2, 4], ["ts", "v"]] = [[2, "v2-2"], [2, "v2-4"]]
-    pd.testing.assert_frame_equal(_content(tmp_path / "table"), expected.reset_index())
+    pd.testing.assert_frame_equal(city_content(tmp_path / "table"), expected.reset_index())
 
 
 @pytest.mark.parametrize("policy", ["multiple_rehash", "overwrite"])
@@ -120,7 +103,7 @@ def test_expansion_splits_buckets_of_several_files(spark, tmp_path, three_tasks,
     assert summary is not None and summary.rows == N
     snapshot = open_table(str(tmp_path / "table"))
     assert {f.bucket for f in snapshot.files()} == set(range(8))
-    pd.testing.assert_frame_equal(_content(tmp_path / "table"), three_tasks)
+    pd.testing.assert_frame_equal(city_content(tmp_path / "table"), three_tasks)
 
 
 def test_compaction_folds_a_bulk_loads_files_on_a_copy_on_write_table(spark, tmp_path, three_tasks):
@@ -130,19 +113,19 @@ def test_compaction_folds_a_bulk_loads_files_on_a_copy_on_write_table(spark, tmp
     assert (done.buckets, done.files_read) == (8, 24)
     groups = open_table(str(tmp_path / "table")).files_by_group()
     assert all(len(files) == 1 for files in groups.values())
-    pd.testing.assert_frame_equal(_content(tmp_path / "table"), three_tasks)
+    pd.testing.assert_frame_equal(city_content(tmp_path / "table"), three_tasks)
 
 
 def test_a_partition_that_holds_data_is_refused_and_nothing_is_written(spark, tmp_path):
     spec = write_spec(tmp_path, _target())
-    write_batch(tmp_path, _rows(range(0, 100, 2), 1))  # sf only
+    write_batch(tmp_path, city_rows(range(0, 100, 2), 1))  # sf only
     run_pipeline(load_spec(spec), spark=spark)
     before = file_bytes(tmp_path / "table")
-    write_batch(tmp_path, _rows(range(100, 200), 1, city=["sf"] * 50 + ["nyc"] * 50))
+    write_batch(tmp_path, city_rows(range(100, 200), 1, city=["sf"] * 50 + ["nyc"] * 50))
     with pytest.raises(UserError, match=r"empty partitions.*'sf'.*use operation insert"):
         run_pipeline(load_spec(spec), spark=spark)
     assert file_bytes(tmp_path / "table") == before  # nyc's files were removed too
     assert not (tmp_path / "table" / "nyc").exists()
     # a batch of new partitions only goes in
-    write_batch(tmp_path, _rows(range(100, 150), 1, city=["nyc"] * 50))
+    write_batch(tmp_path, city_rows(range(100, 150), 1, city=["nyc"] * 50))
     assert run_pipeline(load_spec(spec), spark=spark).inserted == 50

@@ -24,45 +24,28 @@ from runner.spec import load_spec
 from runner.table import commit
 from runner.table.reader import read_table as spark_read_table
 from runner.table.snapshot import open_table
-from tests.helpers import file_bytes, read_table, write_batch, write_spec
+from tests.helpers import (
+    city_content,
+    city_rows,
+    city_target,
+    file_bytes,
+    read_table,
+    write_batch,
+    write_spec,
+)
 
 N = 400
 
 
 def _target(**extra) -> dict:
-    return {
-        "operation": "upsert",
-        "table_type": "MERGE_ON_READ",
-        "record_key": "id",
-        "precombine_field": "ts",
-        "key_generator": {"partition_fields": "city"},
-        "index": {"buckets": 4},
-        **extra,
-    }
-
-
-def _rows(ids, ts: int, city=None) -> pd.DataFrame:
-    ids = list(ids)
-    return pd.DataFrame(
-        {
-            "id": ids,
-            "city": city or ["ams" if i % 2 else "sf" for i in ids],
-            "ts": [ts] * len(ids),
-            "v": [f"v{ts}-{i}" for i in ids],
-        }
-    )
-
-
-def _content(path) -> pd.DataFrame:
-    frame = read_table(path)
-    return frame[["id", "city", "ts", "v"]].sort_values("id").reset_index(drop=True)
+    return city_target(extra.pop("operation", "upsert"), table_type="MERGE_ON_READ", **extra)
 
 
 @pytest.fixture
 def table(spark, tmp_path):
     """A MERGE_ON_READ table of N rows, 2 partitions x 4 buckets, one file per bucket."""
     spec = write_spec(tmp_path, _target())
-    write_batch(tmp_path, _rows(range(N), 1))
+    write_batch(tmp_path, city_rows(range(N), 1))
     run_pipeline(load_spec(spec), spark=spark)
     return spec
 
@@ -80,7 +63,7 @@ def _upsert(spark, tmp_path, spec, frame):
 
 def test_a_small_upsert_writes_deletion_vectors_and_delta_files_only(spark, tmp_path, table):
     before = open_table(str(tmp_path / "table")).files()
-    summary = _upsert(spark, tmp_path, table, _rows([1, 2, 3], 2))
+    summary = _upsert(spark, tmp_path, table, city_rows([1, 2, 3], 2))
     assert (summary.updated, summary.files_removed) == (3, 0)
     assert summary.buckets_with_deletion_vectors == summary.buckets_touched > 0
     assert summary.buckets_rewritten == 0
@@ -94,7 +77,7 @@ def test_a_small_upsert_writes_deletion_vectors_and_delta_files_only(spark, tmp_
     assert sum(f.live_records for f in after) == N
     protocol = DeltaTable(str(tmp_path / "table")).protocol()
     assert "deletionVectors" in protocol.reader_features
-    content = _content(tmp_path / "table")
+    content = city_content(tmp_path / "table")
     assert len(content) == N
     assert content.set_index("id").loc[2, "v"] == "v2-2"
     # each reader a user would try sees the same rows
@@ -107,33 +90,33 @@ def test_a_small_upsert_writes_deletion_vectors_and_delta_files_only(spark, tmp_
 def test_a_bucket_past_the_thresholds_is_rewritten_in_the_same_commit(spark, tmp_path, table):
     spec = write_spec(tmp_path, _target(compaction={"max_deleted_fraction": 0.3}))
     # ids 0..99 of the sf partition's buckets: about half of each sf bucket's rows change
-    summary = _upsert(spark, tmp_path, spec, _rows(range(0, 200, 2), 2))
+    summary = _upsert(spark, tmp_path, spec, city_rows(range(0, 200, 2), 2))
     assert summary.buckets_rewritten > 0 and summary.files_removed == summary.buckets_rewritten
     # one more small upsert on the ams side still gets deletion vectors
-    small = _upsert(spark, tmp_path, spec, _rows([1], 3))
+    small = _upsert(spark, tmp_path, spec, city_rows([1], 3))
     assert small.buckets_with_deletion_vectors == 1
-    content = _content(tmp_path / "table")
+    content = city_content(tmp_path / "table")
     assert len(content) == N and content.set_index("id").loc[0, "ts"] == 2
 
 
 def test_max_delta_files_caps_the_files_of_a_bucket(spark, tmp_path, table):
     spec = write_spec(tmp_path, _target(compaction={"max_delta_files": 3}))
     for ts in range(2, 7):
-        _upsert(spark, tmp_path, spec, _rows([5], ts))
+        _upsert(spark, tmp_path, spec, city_rows([5], ts))
     files = open_table(str(tmp_path / "table")).files_by_group()
     assert max(len(f) for f in files.values()) <= 3
-    assert _content(tmp_path / "table").set_index("id").loc[5, "ts"] == 6
+    assert city_content(tmp_path / "table").set_index("id").loc[5, "ts"] == 6
 
 
 def test_small_delta_files_are_folded_into_the_next_one(spark, tmp_path):
     # one bucket per partition, large enough that a few rows are small beside its base file
     spec = write_spec(tmp_path, _target(index={"buckets": 1}))
-    write_batch(tmp_path, _rows(range(4000), 1))
+    write_batch(tmp_path, city_rows(range(4000), 1))
     run_pipeline(load_spec(spec), spark=spark)
     base = {f.path for f in open_table(str(tmp_path / "table")).files()}
     # 6 and 8 are sf rows: the second upsert replaces 6 again, in the delta file this time
-    _upsert(spark, tmp_path, spec, _rows([6, 8], 2))
-    second = _upsert(spark, tmp_path, spec, _rows([6, 10], 3))
+    _upsert(spark, tmp_path, spec, city_rows([6, 8], 2))
+    second = _upsert(spark, tmp_path, spec, city_rows([6, 10], 3))
     assert second.files_removed == 1 and second.buckets_rewritten == 0
 
     files = open_table(str(tmp_path / "table")).files_by_group()
@@ -144,7 +127,7 @@ def test_small_delta_files_are_folded_into_the_next_one(spark, tmp_path):
     assert sorted(pl.read_parquet(str(tmp_path / "table" / delta.path))["id"]) == [6, 8, 10]
     (stored,) = [f for f in sf if f.path in base]
     assert stored.deleted_records == 3
-    content = _content(tmp_path / "table").set_index("id")
+    content = city_content(tmp_path / "table").set_index("id")
     assert len(content) == 4000
     assert (content.loc[6, "ts"], content.loc[8, "ts"], content.loc[10, "ts"]) == (3, 2, 3)
     via_polars = pl.read_delta(str(tmp_path / "table")).to_pandas().set_index("id")
@@ -153,9 +136,9 @@ def test_small_delta_files_are_folded_into_the_next_one(spark, tmp_path):
 
 def test_compaction_folds_each_bucket_into_one_sorted_file(spark, tmp_path, table):
     for ts, ids in ((2, [1, 2, 3, 4]), (3, [3, 4, 500, 501])):
-        _upsert(spark, tmp_path, table, _rows(ids, ts))
-    _upsert(spark, tmp_path, _delete_spec(tmp_path), _rows([10, 11], 0)[["id", "city"]])
-    expected = _content(tmp_path / "table")
+        _upsert(spark, tmp_path, table, city_rows(ids, ts))
+    _upsert(spark, tmp_path, _delete_spec(tmp_path), city_rows([10, 11], 0)[["id", "city"]])
+    expected = city_content(tmp_path / "table")
     report = inspect_table(str(tmp_path / "table"))
     assert report["deleted_rows"] > 0 and report["table_type"] == "MERGE_ON_READ"
 
@@ -167,7 +150,7 @@ def test_compaction_folds_each_bucket_into_one_sorted_file(spark, tmp_path, tabl
     groups = snapshot.files_by_group()
     assert all(len(files) == 1 for files in groups.values())
     assert not any(f.deletion_vector for f in snapshot.files())
-    pd.testing.assert_frame_equal(_content(tmp_path / "table"), expected)
+    pd.testing.assert_frame_equal(city_content(tmp_path / "table"), expected)
     # one file per bucket, sorted by key; nothing left to compact
     one = DeltaTable(str(tmp_path / "table")).file_uris()[0]
     keys = pl.read_parquet(one)["_record_key"].to_list()
@@ -184,23 +167,23 @@ def test_compaction_after_commit_folds_the_buckets_past_a_threshold(spark, tmp_p
             compaction={"max_delta_files": 2, "max_deleted_fraction": 1.0, "after_commit": True}
         ),
     )
-    summary = _upsert(spark, tmp_path, spec, _rows([7], 2))
+    summary = _upsert(spark, tmp_path, spec, city_rows([7], 2))
     assert summary.compaction is not None and summary.compaction["buckets"] == 1
     assert "compacted" in summary.render()
     assert all(len(f) == 1 for f in open_table(str(tmp_path / "table")).files_by_group().values())
-    assert _content(tmp_path / "table").set_index("id").loc[7, "ts"] == 2
+    assert city_content(tmp_path / "table").set_index("id").loc[7, "ts"] == 2
 
 
 def test_a_writer_committing_during_compaction_loses_no_delete(spark, tmp_path, table):
-    _upsert(spark, tmp_path, table, _rows([1, 2], 2))
+    _upsert(spark, tmp_path, table, city_rows([1, 2], 2))
     stale = open_table(str(tmp_path / "table"))
     buckets = plan_compaction(stale)
     # a writer deletes (by DV) a row of a bucket compaction is about to fold
-    _upsert(spark, tmp_path, table, _rows([1], 3))
+    _upsert(spark, tmp_path, table, city_rows([1], 3))
     summary = CompactSummary(str(tmp_path / "table"), dry_run=False)
     done = run_compaction(spark, stale, buckets, summary)
     assert len(done.buckets_dropped) == 1
-    content = _content(tmp_path / "table").set_index("id")
+    content = city_content(tmp_path / "table").set_index("id")
     assert len(content) == N and content.loc[1, "ts"] == 3 and content.loc[2, "ts"] == 2
 
 
@@ -228,10 +211,10 @@ def test_two_writers_adding_deletion_vectors_to_one_file_lose_no_delete(
     files = open_table(str(tmp_path / "table")).files()
     one = pl.read_parquet(str(tmp_path / "table" / files[0].path))
     a, b = one["id"].to_list()[:2]
-    _race(monkeypatch, spark, tmp_path, _rows([a], 5, city=[one["city"][0]]))
-    summary = _upsert(spark, tmp_path, table, _rows([b], 6, city=[one["city"][0]]))
+    _race(monkeypatch, spark, tmp_path, city_rows([a], 5, city=[one["city"][0]]))
+    summary = _upsert(spark, tmp_path, table, city_rows([b], 6, city=[one["city"][0]]))
     assert summary.version is not None
-    content = _content(tmp_path / "table").set_index("id")
+    content = city_content(tmp_path / "table").set_index("id")
     assert len(content) == N  # neither old row of a or b came back
     assert content.loc[a, "ts"] == 5 and content.loc[b, "ts"] == 6
 
@@ -240,7 +223,7 @@ def test_two_writers_adding_deletion_vectors_to_one_file_lose_no_delete(
 def test_a_failed_upsert_leaves_the_table_as_it_was(spark, tmp_path, table, monkeypatch, point):
     before = file_bytes(tmp_path / "table")
     monkeypatch.setenv("RUNNER_FAULT", point)
-    write_batch(tmp_path, _rows([1, 2, 3], 2))
+    write_batch(tmp_path, city_rows([1, 2, 3], 2))
     with pytest.raises(Exception, match="injected fault"):
         run_pipeline(load_spec(table), spark=spark)
     assert file_bytes(tmp_path / "table") == before  # its DV and data files are removed
@@ -249,8 +232,8 @@ def test_a_failed_upsert_leaves_the_table_as_it_was(spark, tmp_path, table, monk
 
 
 def test_runner_readers_honour_deletion_vectors(spark, tmp_path, table):
-    first = _upsert(spark, tmp_path, table, _rows([1, 2], 2))
-    _upsert(spark, tmp_path, table, _rows([2, 3], 3))
+    first = _upsert(spark, tmp_path, table, city_rows([1, 2], 2))
+    _upsert(spark, tmp_path, table, city_rows([2, 3], 3))
     path = str(tmp_path / "table")
     everything = read_rows(path)
     assert everything.rows.num_rows == N
@@ -285,29 +268,29 @@ def test_runner_readers_honour_deletion_vectors(spark, tmp_path, table):
 
 
 def test_expansion_never_resurrects_a_deleted_row(spark, tmp_path, table):
-    _upsert(spark, tmp_path, table, _rows([1, 2, 3], 2))
-    expected = _content(tmp_path / "table")
+    _upsert(spark, tmp_path, table, city_rows([1, 2, 3], 2))
+    expected = city_content(tmp_path / "table")
     spec = write_spec(tmp_path, _target())
     expand_table(load_spec(spec), 8, "overwrite", spark=spark)
-    pd.testing.assert_frame_equal(_content(tmp_path / "table"), expected)
+    pd.testing.assert_frame_equal(city_content(tmp_path / "table"), expected)
     # multiple_rehash splits a bucket's base and delta files alike, minus deleted rows
     eight = write_spec(tmp_path, _target(index={"buckets": 8}))
-    _upsert(spark, tmp_path, eight, _rows([4], 2))
+    _upsert(spark, tmp_path, eight, city_rows([4], 2))
     # a delete leaves a deletion vector and no new file: the split must not bring 5 back
     delete = _delete_spec(tmp_path, index={"buckets": 8})
-    _upsert(spark, tmp_path, delete, _rows([5], 0)[["id", "city"]])
-    expected = _content(tmp_path / "table")
+    _upsert(spark, tmp_path, delete, city_rows([5], 0)[["id", "city"]])
+    expected = city_content(tmp_path / "table")
     assert 5 not in set(expected["id"])
     assert max(len(f) for f in open_table(str(tmp_path / "table")).files_by_group().values()) > 1
     expand_table(load_spec(eight), 16, spark=spark)
-    pd.testing.assert_frame_equal(_content(tmp_path / "table"), expected)
+    pd.testing.assert_frame_equal(city_content(tmp_path / "table"), expected)
     after = open_table(str(tmp_path / "table"))
     assert not any(f.deletion_vector for f in after.files())
     assert {f.bucket for f in after.files()} <= set(range(16))
 
 
 def test_clean_keeps_live_deletion_vector_files_and_removes_replaced_ones(spark, tmp_path, table):
-    _upsert(spark, tmp_path, table, _rows([1, 2], 2))
+    _upsert(spark, tmp_path, table, city_rows([1, 2], 2))
     dv_files = set((tmp_path / "table").rglob("deletion_vector_*.bin"))
     assert dv_files
     spec = load_spec(table)
@@ -317,11 +300,11 @@ def test_clean_keeps_live_deletion_vector_files_and_removes_replaced_ones(spark,
     removed = clean_table(spec, retain_commits=1, min_age_hours=0).files
     assert any("_deletion_vectors/" in f for f in removed)
     assert not list((tmp_path / "table").rglob("deletion_vector_*.bin"))
-    assert len(_content(tmp_path / "table")) == N
+    assert len(city_content(tmp_path / "table")) == N
 
 
 def test_a_spec_disagreeing_on_the_table_type_is_refused(spark, tmp_path, table):
     spec = write_spec(tmp_path, {**_target(), "table_type": "COPY_ON_WRITE"})
-    write_batch(tmp_path, _rows([1], 2))
+    write_batch(tmp_path, city_rows([1], 2))
     with pytest.raises(TableMismatchError, match=r"table\.type: table has 'MERGE_ON_READ'"):
         run_pipeline(load_spec(spec), spark=spark)
