@@ -282,7 +282,7 @@ class PipelineRun:
                     results = frame.mapInArrow(job, _struct(BULK_RESULT_SCHEMA)).collect()
                 files = [r for r in results if r.fate is None]
                 log.info("files_written", files=len(files), bytes=sum(r.size for r in files))
-                _refuse_occupied([r.rule for r in results if r.fate == OCCUPIED])
+                _refuse_occupied({r.rule for r in results if r.fate == OCCUPIED})
                 groups: dict[Group, int] = {}
                 counts: dict[tuple[str | None, str | None], int] = {}
                 for r in results:

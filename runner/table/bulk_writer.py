@@ -103,7 +103,8 @@ class BulkJob:
                 part = conform(part, self.file_schema)
                 n = part.num_rows
                 at = part.schema.get_field_index(COMMIT_TIME)
-                part = part.set_column(at, COMMIT_TIME, pa.array([self.instant] * n, pa.string()))
+                instant = pa.repeat(pa.scalar(self.instant, pa.string()), n)
+                part = part.set_column(at, COMMIT_TIME, instant)
                 seq = part.schema.get_field_index(COMMIT_SEQNO)
                 part = part.set_column(seq, COMMIT_SEQNO, seqno.take(n))
                 out[1].write(part)
