@@ -389,7 +389,9 @@ class PipelineRun:
             merge=merge_settings(target),
             fault=faults.requested(),
         )
-        results = frame.mapInArrow(self.write_strategy.job(request), _result_struct()).collect()
+        results = frame.mapInArrow(
+            self.write_strategy.job(request), _struct(RESULT_SCHEMA)
+        ).collect()
         written = [r for r in results if r.path]
         log.info("files_written", files=len(written), bytes=sum(r.size for r in written))
         return results
@@ -774,10 +776,6 @@ def _refuse_occupied(partitions: Iterable[str]) -> None:
 
 def _shuffle_partitions(spark: SparkSession) -> int:
     return int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
-
-
-def _result_struct() -> StructType:
-    return _struct(RESULT_SCHEMA)
 
 
 def _struct(schema: pa.Schema) -> StructType:

@@ -25,7 +25,7 @@ from runner.table.meta import COMMIT_SEQNO, COMMIT_TIME, PARTITION_PATH
 from runner.table.parquet_file import BucketFile, conform
 from runner.table.snapshot import Group
 from runner.table.storage import TableLocation
-from runner.table.writer import COUNTED_ACTIONS, RESULT_SCHEMA, SeqNo, split_groups, task_token
+from runner.table.writer import RESULT_SCHEMA, SeqNo, result_row, split_groups, task_token
 
 # The verdict columns of the rows the job receives (ops/merge.py::bulk_rows names them so):
 # a row's fate (null: write it; drop, quarantine, fail) and the rule(s) it broke.
@@ -128,23 +128,5 @@ class BulkJob:
 
 
 def _result(group: Group | None, **values: object) -> pa.RecordBatch:
-    row: dict[str, object] = {
-        "partition_path": group[0] if group else None,
-        "bucket": group[1] if group else None,
-        "path": None,
-        "size": 0,
-        "num_records": 0,
-        "stats": None,
-        "changed": False,
-        "rewritten": False,
-        "deletion_vectors": None,
-        "dv_path": None,
-        "dv_size": 0,
-        "folded": None,
-        **dict.fromkeys(COUNTED_ACTIONS, 0),
-        "fate": None,
-        "rule": None,
-        "rows": 0,
-        **values,
-    }
-    return pa.RecordBatch.from_pylist([row], schema=BULK_RESULT_SCHEMA)
+    row = result_row(group, fate=None, rule=None, rows=0)
+    return pa.RecordBatch.from_pylist([{**row, **values}], schema=BULK_RESULT_SCHEMA)

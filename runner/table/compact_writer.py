@@ -25,6 +25,7 @@ from runner.table.meta import RECORD_KEY
 from runner.table.parquet_file import BucketFile
 from runner.table.regroup_writer import REGROUP_RESULT_SCHEMA
 from runner.table.storage import TableLocation
+from runner.table.writer import task_token
 
 BUCKETS_SCHEMA = pa.schema(
     [
@@ -46,10 +47,7 @@ class CompactJob:
     fault: str | None = None
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        token = f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.attemptNumber()}" if ctx else "0-0-0"
+        _, token = task_token()
         fs, root = self.table.filesystem()
         for batch in batches:
             for bucket in batch.to_pylist():

@@ -60,9 +60,9 @@ class FileStats:
     rows: int = 0
     unbounded: set[str] = field(default_factory=set)  # columns whose bounds are unknown
 
-    def add(self, table: pa.Table, strings: bool = True) -> None:
-        """Count `table`'s rows and nulls and widen the bounds; `strings=False` leaves the
-        bounds of string columns to `add_parquet_strings` (the parquet writer has them)."""
+    def add(self, table: pa.Table) -> None:
+        """Count `table`'s rows and nulls and widen the bounds; string columns' bounds come
+        from `add_parquet_strings` (the parquet writer has them)."""
         self.rows += table.num_rows
         for f in self.schema:
             if pa.types.is_nested(f.type):
@@ -71,7 +71,7 @@ class FileStats:
             self.nulls[f.name] = self.nulls.get(f.name, 0) + column.null_count
             if f.type == pa.bool_() or pa.types.is_decimal(f.type) or pa.types.is_binary(f.type):
                 continue
-            if not strings and _is_string(f.type):
+            if _is_string(f.type):
                 continue
             mm = pc.min_max(column)
             self._widen(f.name, mm["min"].as_py(), mm["max"].as_py())
@@ -130,8 +130,8 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 # Rows are buffered into row groups of about this much Arrow data before they are written:
 # Spark hands the writer batches of 10,000 rows, and one row group per batch made files that
-# every reader opens group by group (a fifth slower to read with Polars). A task holds at most
-# one such buffer per file it writes.
+# every reader opens group by group (a few per cent slower to read with Polars). A task holds
+# at most one such buffer per file it writes.
 ROW_GROUP_BYTES = 64 * 1024 * 1024
 
 
@@ -154,7 +154,7 @@ class BucketFile:
     def write(self, rows: pa.Table) -> None:
         if rows.num_rows == 0:
             return
-        self.stats.add(rows, strings=False)
+        self.stats.add(rows)
         self.pending.append(rows)
         self.pending_bytes += rows.nbytes
         if self.pending_bytes >= ROW_GROUP_BYTES:

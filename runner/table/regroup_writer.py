@@ -29,7 +29,7 @@ from runner.table.parquet_file import BucketFile, conform
 from runner.table.reader import ROW_INDEX, SOURCE_FILE
 from runner.table.snapshot import DataFile, Group
 from runner.table.storage import TableLocation
-from runner.table.writer import split_groups
+from runner.table.writer import split_groups, task_token
 
 REGROUP_RESULT_SCHEMA = pa.schema(
     [
@@ -54,12 +54,7 @@ class _Outputs:
         file_ids: Mapping[Group, str],
         fault: str | None,
     ):
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        self.token = (
-            f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.attemptNumber()}" if ctx else "0-0-0"
-        )
+        _, self.token = task_token()
         self.fs, self.root = table.filesystem()
         self.instant, self.schema, self.file_ids, self.fault = instant, schema, file_ids, fault
         self.open: dict[Group, tuple[str, BucketFile]] = {}

@@ -68,6 +68,27 @@ RESULT_SCHEMA = pa.schema(
 )
 
 
+def result_row(group: Group | None, **values: object) -> dict[str, object]:
+    """A RESULT_SCHEMA row for `group` (None: a row about no bucket): nothing written,
+    nothing counted, unless `values` say otherwise."""
+    return {
+        "partition_path": group[0] if group else None,
+        "bucket": group[1] if group else None,
+        "path": None,
+        "size": 0,
+        "num_records": 0,
+        "stats": None,
+        "changed": False,
+        "rewritten": False,
+        "deletion_vectors": None,
+        "dv_path": None,
+        "dv_size": 0,
+        "folded": None,
+        **dict.fromkeys(COUNTED_ACTIONS, 0),
+        **values,
+    }
+
+
 @dataclass(frozen=True)
 class DeltaFileLimits:
     """When a MERGE_ON_READ bucket is rewritten rather than given another delta file."""
@@ -166,20 +187,7 @@ class WriteJob:
         decision = merge_bucket(incoming, summarize_stored(candidates, self.merge), self.merge)
         for action, count in decision.counts.items():
             counts[action] += count
-        row: dict[str, object] = {
-            "partition_path": group[0],
-            "bucket": group[1],
-            "path": None,
-            "size": 0,
-            "num_records": 0,
-            "stats": None,
-            "rewritten": False,
-            "deletion_vectors": None,
-            "dv_path": None,
-            "dv_size": 0,
-            "folded": None,
-            **counts,
-        }
+        row = result_row(group, **counts)
         row["changed"] = any(counts[a] for a in ("insert", "update", "deleted"))
         if not row["changed"]:  # the stored files stay as they are
             return pa.RecordBatch.from_pylist([row], schema=RESULT_SCHEMA)

@@ -1,0 +1,98 @@
+"""Where a bulk_insert's write time goes: the same rows through growing prefixes of its plan.
+
+    python -m bench.bulk_profile [--rows 20000000]
+
+Each step runs the runner's own plan up to one point and ends in Spark's `noop` sink or in a
+`mapInArrow` that only counts its rows; the figure is the wall time of the second of two runs
+(the first warms up). Spark's own `partitionBy().parquet()` of the same rows is the scale.
+The full run (plan, keys, write, commit) is `python -m bench --only write`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pyarrow as pa
+
+
+def _seconds(run: Callable[[], object]) -> float:
+    run()
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.bulk_profile", description=__doc__)
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--buckets", type=int, default=16)
+    args = parser.parse_args()
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from bench.write import spec_file, write_source
+    from runner import logs
+    from runner.commands.run import _plan_schema
+    from runner.ops.keys import add_key_columns
+    from runner.ops.merge import bulk_rows
+    from runner.ops.quality import FATE, RULE, add_verdicts
+    from runner.session import spark_session
+    from runner.spec.model import SparkSettings
+    from runner.table import bulk_writer
+
+    logs.configure("warning")
+    counted = pa.schema([("rows", pa.int64())])
+
+    def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        yield pa.RecordBatch.from_pylist(
+            [{"rows": sum(b.num_rows for b in batches)}], schema=counted
+        )
+
+    settings = SparkSettings(master="local[2]", conf={"spark.ui.enabled": "false"})
+    spark = spark_session(settings, "bulk-profile", False)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        write_source(work / "src", args.rows, seed=1)
+        spec = spec_file(work, "bulk", "bulk_insert", work / "src", work / "t", args.buckets)
+        source = spark.read.parquet(str(work / "src"))
+        judged = add_verdicts(add_key_columns(source, spec.target), spec)
+        rows = bulk_rows(judged, _plan_schema(source, spec.target, None))
+        # the same columns without the sort (the verdict columns under the writer's names)
+        unsorted = judged.select(
+            *rows.columns[:-2],
+            F.col(FATE).alias(bulk_writer.FATE),
+            F.col(RULE).alias(bulk_writer.RULE),
+        )
+
+        def noop(frame):
+            return lambda: frame.write.format("noop").mode("overwrite").save()
+
+        def to_python(frame):
+            return lambda: frame.mapInArrow(count, from_arrow_schema(counted)).collect()
+
+        steps = [
+            ("read the parquet source", noop(source)),
+            ("+ key columns and verdicts", noop(judged)),
+            ("+ the local sort by (partition path, bucket)", noop(rows)),
+            ("+ the Arrow hand-off to Python", to_python(rows)),
+            ("  (the hand-off without the sort)", to_python(unsorted)),
+            (
+                "Spark partitionBy().parquet(), for scale",
+                lambda: (
+                    source.write.mode("overwrite").partitionBy("city").parquet(str(work / "plain"))
+                ),
+            ),
+        ]
+        print(f"| step ({args.rows:,} rows, local[2]) | s |\n|---|---|")
+        for name, run in steps:
+            print(f"| {name} | {_seconds(run):.2f} |", flush=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
