@@ -32,18 +32,17 @@ def main() -> None:
     parser.add_argument("--buckets", type=int, default=16)
     args = parser.parse_args()
 
-    from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from bench.write import spec_file, write_source
     from runner import logs
     from runner.commands.run import _plan_schema
     from runner.ops.keys import add_key_columns
-    from runner.ops.merge import bulk_rows
-    from runner.ops.quality import FATE, RULE, add_verdicts
+    from runner.ops.merge import bulk_keys, bulk_rows, bulk_verdict
+    from runner.ops.quality import add_verdicts
     from runner.session import spark_session
     from runner.spec.model import SparkSettings
-    from runner.table import bulk_writer
+    from runner.table.meta import BUCKET, PARTITION_PATH, RECORD_KEY
 
     logs.configure("warning")
     counted = pa.schema([("rows", pa.int64())])
@@ -61,12 +60,10 @@ def main() -> None:
         spec = spec_file(work, "bulk", "bulk_insert", work / "src", work / "t", args.buckets)
         source = spark.read.parquet(str(work / "src"))
         judged = add_verdicts(add_key_columns(source, spec.target), spec)
-        rows = bulk_rows(judged, _plan_schema(source, spec.target, None))
-        # the same columns without the sort (the verdict columns under the writer's names)
+        plan = _plan_schema(source, spec.target, None)
+        rows = bulk_rows(judged, plan)
         unsorted = judged.select(
-            *rows.columns[:-2],
-            F.col(FATE).alias(bulk_writer.FATE),
-            F.col(RULE).alias(bulk_writer.RULE),
+            RECORD_KEY, PARTITION_PATH, BUCKET, *plan.data_columns, bulk_verdict()
         )
 
         def noop(frame):
@@ -81,6 +78,10 @@ def main() -> None:
             ("+ the local sort by (partition path, bucket)", noop(rows)),
             ("+ the Arrow hand-off to Python", to_python(rows)),
             ("  (the hand-off without the sort)", to_python(unsorted)),
+            (
+                "the key columns, verdicts and row places only, to Python",
+                to_python(bulk_keys(judged)),
+            ),
             (
                 "Spark partitionBy().parquet(), for scale",
                 lambda: (

@@ -32,7 +32,14 @@ from runner.ops.bucket_write import (
     replaced_files,
 )
 from runner.ops.keys import add_key_columns
-from runner.ops.merge import bulk_rows, incoming_rows, merge_settings, single_pass, write_frame
+from runner.ops.merge import (
+    bulk_keys,
+    bulk_rows,
+    incoming_rows,
+    merge_settings,
+    single_pass,
+    write_frame,
+)
 from runner.ops.quality import (
     FATE,
     QUARANTINE_COLUMNS,
@@ -50,6 +57,7 @@ from runner.session import spark_session
 from runner.sources.bad_input import reading
 from runner.sources.checkpoint import FIELD as CHECKPOINT_FIELD
 from runner.sources.checkpoint import Origin, StartingPoints, last_checkpoints, starting_points
+from runner.sources.file_rows import why_spark_sends_rows
 from runner.sources.jdbc import driver_jars
 from runner.sources.model import SourcePlan
 from runner.sources.plan import nothing_new, plan_database_reads, plan_sources, read_input
@@ -60,6 +68,7 @@ from runner.table.config import check_table_settings, table_settings
 from runner.table.directory import check_new_table_location
 from runner.table.log_entry import NewFile, local_root
 from runner.table.meta import BUCKET, META_COLUMNS, PARTITION_PATH, RESERVED_PREFIX
+from runner.table.parquet_rows import ParquetRows
 from runner.table.quarantine import append_quarantine
 from runner.table.schema import SchemaPlan, plan_schema
 from runner.table.snapshot import DataFile, Group, TableSnapshot, open_table
@@ -239,7 +248,11 @@ class PipelineRun:
             )
         try:
             if single_pass(target):
-                self._bulk_insert(judged, batch.columns, schema)
+                data = schema.data_columns
+                why_not = why_spark_sends_rows(spec, batch, schema.file_schema, data)
+                summary.rows_from = f"Spark ({why_not})" if why_not else "the source files"
+                log.info("bulk_rows_from", source=summary.rows_from)
+                self._bulk_insert(judged, batch.columns, schema, None if why_not else tuple(data))
             else:
                 self._merge_batch(judged, batch.columns, schema)
         finally:
@@ -261,10 +274,17 @@ class PipelineRun:
                 remove_uncommitted(spark, self.table, self.summary.instant)
                 raise
 
-    def _bulk_insert(self, judged: DataFrame, input_columns: list[str], schema: SchemaPlan) -> None:
+    def _bulk_insert(
+        self,
+        judged: DataFrame,
+        input_columns: list[str],
+        schema: SchemaPlan,
+        source_columns: tuple[str, ...] | None,
+    ) -> None:
         """bulk_insert without filter_dupes: one pass over the input and no shuffle; each
         task writes its rows' buckets and counts the rows set aside, then the verdicts are
-        enforced before the commit (runner/table/bulk_writer.py)."""
+        enforced before the commit (runner/table/bulk_writer.py). With `source_columns`, the
+        tasks read those columns of the rows from the source files themselves."""
         spark, target, stages, summary = self.spark, self.target, self.stages, self.summary
         assert spark is not None
         occupied = {pp for pp, _ in self.snapshot.files_by_group()} if self.snapshot else set()
@@ -277,8 +297,9 @@ class PipelineRun:
                         schema.file_schema,
                         frozenset(occupied),
                         faults.requested(),
+                        ParquetRows(source_columns) if source_columns else None,
                     )
-                    frame = bulk_rows(judged, schema)
+                    frame = bulk_keys(judged) if source_columns else bulk_rows(judged, schema)
                     results = frame.mapInArrow(job, _struct(BULK_RESULT_SCHEMA)).collect()
                 files = [r for r in results if r.fate is None]
                 log.info("files_written", files=len(files), bytes=sum(r.size for r in files))

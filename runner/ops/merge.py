@@ -59,13 +59,27 @@ def bulk_rows(judged: DataFrame, plan: SchemaPlan) -> DataFrame:
     (no exchange: the sort is local, as in Spark's own partitioned writes). The writer adds
     `_commit_time` and `_commit_seqno`: a constant need not cross the Arrow hand-off."""
     return judged.select(
+        RECORD_KEY, PARTITION_PATH, BUCKET, *plan.data_columns, bulk_verdict()
+    ).sortWithinPartitions(PARTITION_PATH, BUCKET)
+
+
+def bulk_keys(judged: DataFrame) -> DataFrame:
+    """What only Spark may compute of each row, and where the row is in its source file,
+    in file order: the writer reads the rows themselves (runner/sources/file_rows.py)."""
+    return judged.select(
+        F.col("_metadata.file_path").alias(bulk_writer.SOURCE_FILE),
+        F.col("_metadata.row_index").alias(bulk_writer.SOURCE_ROW),
         RECORD_KEY,
         PARTITION_PATH,
         BUCKET,
-        *plan.data_columns,
-        F.col(FATE).alias(bulk_writer.FATE),
-        F.col(RULE).alias(bulk_writer.RULE),
-    ).sortWithinPartitions(PARTITION_PATH, BUCKET)
+        bulk_verdict(),
+    )
+
+
+def bulk_verdict() -> Column:
+    """Null for a row to write; else its fate and rule(s) in one string."""
+    fate_and_rule = F.concat_ws(bulk_writer.VERDICT_SEPARATOR, F.col(FATE), F.col(RULE))
+    return F.when(F.col(FATE).isNotNull(), fate_and_rule).alias(bulk_writer.VERDICT)
 
 
 def _winner(target: Target) -> Column:

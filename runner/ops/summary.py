@@ -66,6 +66,9 @@ class RunSummary:
     expansion: dict[str, Any] | None = None  # the automatic expansion after the commit, if one ran
     files_cleaned: int | None = None  # by target.cleaning.after_commit
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    # bulk_insert: "the source files" when the writers read the rows themselves, else
+    # "Spark (why)": the rows then cross the slower Arrow hand-off
+    rows_from: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -110,6 +113,8 @@ class RunSummary:
                 f"vectors, {self.buckets_rewritten} rewritten whole (past the "
                 "target.compaction thresholds)"
             )
+        if self.rows_from:
+            lines.append(f"  rows from    {self.rows_from}")
         if self.rejected_by_rule:
             rules = ", ".join(f"{k} {v:,}" for k, v in sorted(self.rejected_by_rule.items()))
             lines.append(

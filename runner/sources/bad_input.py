@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -26,6 +26,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from runner.errors import UnreadableFileError
 from runner.spec.model import Source
 from runner.spec.secrets import resolve
+from runner.table.storage import local_path
 
 TEXT_FORMATS = ("csv", "json")
 CORRUPT = "__runner_malformed"  # Spark's corrupt-record column for csv and json sources
@@ -94,16 +95,6 @@ def line_of(file_uri: str, raw: str | None) -> int | None:
                     return None
     except OSError:
         return None
-    return None
-
-
-def local_path(uri: str) -> str | None:
-    """The local path of a file: URI or plain path; None for an object store URI."""
-    parsed = urlparse(uri)
-    if parsed.scheme == "file":
-        return unquote(parsed.path)
-    if "://" not in uri:
-        return uri
     return None
 
 

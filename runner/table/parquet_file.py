@@ -158,9 +158,9 @@ class BucketFile:
         self.pending.append(rows)
         self.pending_bytes += rows.nbytes
         if self.pending_bytes >= ROW_GROUP_BYTES:
-            self._flush()
+            self.flush()
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
         """Write the buffered rows as one row group."""
         if not self.pending:
             return
@@ -192,7 +192,7 @@ class BucketFile:
 
     def close(self) -> bool:
         """Finish the file; False when no row was written (and so no file exists)."""
-        self._flush()
+        self.flush()
         if self.writer is None or self.stream is None:
             return False
         try:

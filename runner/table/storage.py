@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import pyarrow.fs as pafs
 
@@ -51,6 +51,16 @@ def scheme(uri: str) -> str:
 def is_local(uri: str) -> bool:
     """A path on a local or mounted file system (plain path or file: URI)."""
     return scheme(uri) in ("", "file")
+
+
+def local_path(uri: str) -> str | None:
+    """The local path of a file: URI or plain path; None for an object store URI."""
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        return unquote(parsed.path)
+    if "://" not in uri:
+        return uri
+    return None
 
 
 @dataclass(frozen=True)

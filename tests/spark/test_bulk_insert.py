@@ -6,11 +6,17 @@ bucket may hold several base files of one file group; every later step folds or 
 
 from __future__ import annotations
 
+from decimal import Decimal
+
+import numpy as np
 import pandas as pd
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+import yaml
+from deltalake import DeltaTable
 
 from runner.commands.compact import compact_table
 from runner.commands.expand import expand_table
@@ -129,3 +135,106 @@ def test_a_partition_that_holds_data_is_refused_and_nothing_is_written(spark, tm
     # a batch of new partitions only goes in
     write_batch(tmp_path, city_rows(range(100, 150), 1, city=["nyc"] * 50))
     assert run_pipeline(load_spec(spec), spark=spark).inserted == 50
+
+
+def _typed_rows(n: int) -> pa.Table:
+    """city_target rows with a column of most types the writer reads itself, nulls in each."""
+    rng = np.random.default_rng(7)
+    ids = np.arange(n)
+    some = rng.random(n) < 0.1  # nulls
+    stamps = pd.Timestamp("2026-01-01", tz="UTC") + pd.to_timedelta(ids * 7919, unit="ms")
+    return pa.table(
+        {
+            "id": ids,
+            "city": np.where(ids % 3 == 0, "ams", np.where(ids % 3 == 1, "sf", "nyc")),
+            "ts": np.ones(n, dtype=np.int64),
+            "v": pa.array([f"{x:040x}" for x in rng.integers(0, 2**62, n)], mask=some),
+            "at": pa.array(stamps, pa.timestamp("ms", tz="UTC"), mask=some),
+            "day": pa.array((ids % 9000).astype("datetime64[D]"), pa.date32(), mask=some),
+            "price": pa.array(
+                [Decimal(int(i)) / 100 for i in ids], pa.decimal128(12, 2), mask=some
+            ),
+            "score": pa.array(np.where(ids % 97 == 0, np.nan, ids / 7), mask=some),
+            "ok": pa.array(ids % 2 == 0, mask=some),
+            "tags": pa.array([[int(i), int(i) + 1] for i in ids], pa.list_(pa.int32())),
+            "point": pa.array([{"x": float(i), "y": -float(i)} for i in ids]),
+        }
+    )
+
+
+def _same_rows(table_path, expected: pa.Table) -> None:
+    """The table holds `expected`'s rows, with keys and partition paths Spark computed."""
+    stored = DeltaTable(str(table_path)).to_pyarrow_table().sort_by("id")
+    assert stored.column("_record_key").to_pylist() == [str(i) for i in range(len(expected))]
+    assert stored.column("_partition_path").to_pylist() == expected.column("city").to_pylist()
+    assert len(pc.unique(stored.column("_commit_seqno"))) == len(expected)
+    data = stored.select(expected.column_names)
+    want = expected.cast(data.schema).to_pandas()  # Spark's types: timestamps in microseconds
+    pd.testing.assert_frame_equal(data.to_pandas(), want)
+
+
+# Spark's split settings: (max partition bytes, open cost), and the number of input files
+LAYOUTS = {
+    "one file over several tasks": ("262144", "262144", 1),
+    "several files in one task": ("134217728", "1", 6),
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_writers_read_the_rows_from_a_parquet_source_themselves(spark, tmp_path, layout):
+    split_bytes, open_cost, files = LAYOUTS[layout]
+    rows = _typed_rows(12_000)
+    (tmp_path / "in").mkdir()
+    for i in range(files):
+        part = rows.slice(i * rows.num_rows // files, rows.num_rows // files)
+        pq.write_table(part, tmp_path / "in" / f"{i}.parquet", row_group_size=1000)
+    spec = write_spec(tmp_path, _target())
+    conf = {"spark.sql.files.maxPartitionBytes": split_bytes}
+    conf["spark.sql.files.openCostInBytes"] = open_cost
+    saved = {k: spark.conf.get(k) for k in conf}
+    try:
+        for k, v in conf.items():
+            spark.conf.set(k, v)
+        summary = run_pipeline(load_spec(spec), spark=spark)
+    finally:
+        for k, v in saved.items():
+            spark.conf.set(k, v)
+
+    assert summary.rows_from == "the source files"
+    assert "rows from    the source files" in summary.render()
+    assert summary.inserted == rows.num_rows
+    _same_rows(tmp_path / "table", rows)
+    tokens = {
+        parse_data_file_name(f.path).write_token  # type: ignore[union-attr]
+        for f in open_table(str(tmp_path / "table")).files()
+    }
+    assert len(tokens) > 1  # the rows were written by several tasks
+    assert files == 1 or len(tokens) < files  # ... each of several files, or of one
+
+
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        ({"transform": {"sql": "SELECT * FROM src"}}, "a transform's result"),
+        ({"schema": "id bigint, city string, ts bigint, v string, n bigint"}, "declares a schema"),
+        ({}, "column n is uint32 in the files and int64 in Spark"),
+    ],
+)
+def test_rows_come_through_spark_when_the_writers_cannot_read_them_alike(
+    spark, tmp_path, change, why
+):
+    rows = pa.Table.from_pandas(city_rows(range(50), 1), preserve_index=False)
+    rows = rows.append_column("n", pa.array(range(50), pa.uint32()))
+    (tmp_path / "in").mkdir()
+    pq.write_table(rows, tmp_path / "in" / "batch.parquet")
+    transform = change.pop("transform", None)
+    extra = {"transform": transform} if transform else {}
+    spec = write_spec(tmp_path, _target(), **extra)
+    if change:  # a source setting
+        text = yaml.safe_load(spec.read_text())
+        text["sources"][0].update(change)
+        spec.write_text(yaml.safe_dump(text))
+    summary = run_pipeline(load_spec(spec), spark=spark)
+    assert summary.rows_from is not None and summary.rows_from.startswith("Spark (")
+    assert why in summary.rows_from
+    _same_rows(tmp_path / "table", rows.set_column(4, "n", rows.column("n").cast(pa.int64())))
