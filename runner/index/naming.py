@@ -48,6 +48,12 @@ def data_file_name(file_id: str, write_token: str, instant: str) -> str:
     return f"{file_id}_{write_token}_{instant}.parquet"
 
 
+def data_file_path(partition_path: str, file_id: str, write_token: str, instant: str) -> str:
+    """A data file's path in the table: in its partition's directory ("" has none)."""
+    name = data_file_name(file_id, write_token, instant)
+    return f"{partition_path}/{name}" if partition_path else name
+
+
 def parse_data_file_name(name: str) -> DataFileName | None:
     """Parse the last path segment; None for a file that does not follow the layout."""
     match = FILE_NAME_RE.match(name.rsplit("/", 1)[-1])

@@ -25,13 +25,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from runner import faults
-from runner.index.naming import data_file_name, derived_file_id
+from runner.index.naming import data_file_path, derived_file_id
 from runner.table.meta import BUCKET, COMMIT_SEQNO, COMMIT_TIME, PARTITION_PATH, RECORD_KEY
-from runner.table.parquet_file import ROW_GROUP_BYTES, BucketFile, conform
+from runner.table.parquet_file import OpenFiles, conform
 from runner.table.parquet_rows import ParquetRows
 from runner.table.snapshot import Group
 from runner.table.storage import TableLocation
-from runner.table.writer import RESULT_SCHEMA, SeqNo, result_row, split_groups, task_token
+from runner.table.writer import (
+    RESULT_SCHEMA,
+    SeqNo,
+    result_row,
+    run_bounds,
+    split_groups,
+    task_token,
+)
 
 # The columns of the rows the job receives besides the key columns (ops/merge.py names them
 # so): a row's verdict, null to write it, else its fate (drop, quarantine, fail) and the
@@ -68,10 +75,6 @@ def bulk_file_id(instant: str, group: Group) -> str:
 # at most): what a task holds besides its files' buffered rows.
 SOURCE_CHUNK_ROWS = 1_000_000
 
-# The buffered rows of all the files a task has open stay under this many bytes: past it,
-# the largest buffers are written out as row groups.
-TASK_BUFFER_BYTES = 4 * ROW_GROUP_BYTES
-
 
 @dataclass(frozen=True)
 class BulkJob:
@@ -88,23 +91,26 @@ class BulkJob:
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         partition, token = task_token()
-        files = _TaskFiles(self, token, closes_passed_groups=self.source is None)
+        fs, root = self.table.filesystem()
+        files = OpenFiles(fs, root, self.file_schema, lambda g: self._relative(g, token))
         seqno = SeqNo(self.instant, partition)
         set_aside: Counter[tuple[str, str | None]] = Counter()
         waiting: list[pa.Table] = []  # key rows whose source rows are still to be read
         for batch in batches:
             rows = self._kept(pa.Table.from_batches([batch]), set_aside)
-            if self.source is None:
+            if self.source is None:  # sorted rows: a group's file is done when the next starts
                 for group, part in split_groups(rows.drop_columns([VERDICT])):
-                    yield from files.write(group, self._with_commit_columns(part, seqno))
+                    if group not in files.open:
+                        yield from self._finish(files)
+                    files.write(group, self._with_commit_columns(part, seqno))
                 continue
             waiting.append(rows)
             if sum(t.num_rows for t in waiting) >= SOURCE_CHUNK_ROWS:
-                yield from self._write_from_source(pa.concat_tables(waiting), files, seqno)
+                self._write_from_source(pa.concat_tables(waiting), files, seqno)
                 waiting = []
         if waiting:
-            yield from self._write_from_source(pa.concat_tables(waiting), files, seqno)
-        yield from files.close_all()
+            self._write_from_source(pa.concat_tables(waiting), files, seqno)
+        yield from self._finish(files)
         for (fate_name, rule), n in sorted(set_aside.items(), key=str):
             yield _result(None, fate=fate_name, rule=rule, rows=n)
 
@@ -126,18 +132,18 @@ class BulkJob:
                 rows = rows.filter(pc.invert(busy))
         return rows
 
-    def _write_from_source(
-        self, keys: pa.Table, files: _TaskFiles, seqno: SeqNo
-    ) -> Iterator[pa.RecordBatch]:
+    def _write_from_source(self, keys: pa.Table, files: OpenFiles, seqno: SeqNo) -> None:
         """Read the rows of `keys` from their source files, then write them by bucket."""
         assert self.source is not None
-        for uri, run in _runs(keys, SOURCE_FILE):
-            data = self.source.take(uri, run.column(SOURCE_ROW).combine_chunks())
+        paths = keys.column(SOURCE_FILE)
+        for start, end in run_bounds(paths):
+            run = keys.slice(start, end - start)
+            data = self.source.take(paths[start].as_py(), run.column(SOURCE_ROW).combine_chunks())
             for name in (PARTITION_PATH, RECORD_KEY, BUCKET):
                 data = data.append_column(name, run.column(name))
             order = pc.sort_indices(data, [(PARTITION_PATH, "ascending"), (BUCKET, "ascending")])
             for group, part in split_groups(data.take(order)):
-                yield from files.write(group, self._with_commit_columns(part, seqno))
+                files.write(group, self._with_commit_columns(part, seqno))
 
     def _with_commit_columns(self, part: pa.Table, seqno: SeqNo) -> pa.Table:
         """The rows in file layout, with this commit's instant and sequence numbers (built
@@ -149,60 +155,18 @@ class BulkJob:
         seq = part.schema.get_field_index(COMMIT_SEQNO)
         return part.set_column(seq, COMMIT_SEQNO, seqno.take(n))
 
-    def relative_path(self, group: Group, token: str) -> str:
-        name = data_file_name(bulk_file_id(self.instant, group), token, self.instant)
-        return f"{group[0]}/{name}" if group[0] else name
+    def _relative(self, group: Group, token: str) -> str:
+        return data_file_path(group[0], bulk_file_id(self.instant, group), token, self.instant)
 
-    def finish(self, group: Group, rel: str, out: BucketFile) -> pa.RecordBatch:
-        out.close()  # a file is opened with rows, so it exists
-        faults.maybe_fail("after_bucket_file", self.fault or "")
-        n = out.stats.rows
-        return _result(
-            group, path=rel, size=out.size, num_records=n, stats=out.stats.to_json(),
-            changed=True, insert=n, rows=n,
-        )  # fmt: skip
-
-
-class _TaskFiles:
-    """The files one task writes, one per (partition path, bucket) it meets. Sorted rows
-    close each file when the next group starts; otherwise all stay open to the task's end,
-    and their buffered rows together stay under TASK_BUFFER_BYTES."""
-
-    def __init__(self, job: BulkJob, token: str, closes_passed_groups: bool):
-        self.job, self.token = job, token
-        self.fs, self.root = job.table.filesystem()
-        self.closes_passed_groups = closes_passed_groups
-        self.open: dict[Group, tuple[str, BucketFile]] = {}
-
-    def write(self, group: Group, rows: pa.Table) -> Iterator[pa.RecordBatch]:
-        if group not in self.open:
-            if self.closes_passed_groups:
-                yield from self.close_all()
-            rel = self.job.relative_path(group, self.token)
-            self.open[group] = (
-                rel,
-                BucketFile(self.fs, f"{self.root}/{rel}", self.job.file_schema),
-            )
-        self.open[group][1].write(rows)
-        buffered = {g: f.pending_bytes for g, (_, f) in self.open.items()}
-        while sum(buffered.values()) > TASK_BUFFER_BYTES:
-            largest = max(buffered, key=buffered.__getitem__)
-            self.open[largest][1].flush()
-            buffered[largest] = 0
-
-    def close_all(self) -> Iterator[pa.RecordBatch]:
-        for group, (rel, out) in self.open.items():
-            yield self.job.finish(group, rel, out)
-        self.open = {}
-
-
-def _runs(table: pa.Table, column: str) -> Iterator[tuple[str, pa.Table]]:
-    """Contiguous runs of equal values of a string column."""
-    ends = pc.run_end_encode(table.column(column).combine_chunks()).run_ends.to_pylist()
-    start = 0
-    for end in ends:
-        yield table.column(column)[start].as_py(), table.slice(start, end - start)
-        start = end
+    def _finish(self, files: OpenFiles) -> Iterator[pa.RecordBatch]:
+        """Close the open files; a result row each."""
+        for group, rel, out in files.close_all():
+            faults.maybe_fail("after_bucket_file", self.fault or "")
+            n = out.stats.rows
+            yield _result(
+                group, path=rel, size=out.size, num_records=n, stats=out.stats.to_json(),
+                changed=True, insert=n, rows=n,
+            )  # fmt: skip
 
 
 def _result(group: Group | None, **values: object) -> pa.RecordBatch:

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from runner import faults
-from runner.index.naming import data_file_name
+from runner.index.naming import data_file_path
 from runner.table.arrow_read import live_batches
 from runner.table.deletion_vectors import DeletionVector
 from runner.table.meta import RECORD_KEY
@@ -68,8 +68,7 @@ class CompactJob:
                 self.file_schema,
             )
         ]
-        name = data_file_name(bucket["file_id"], token, self.instant)
-        rel = f"{pp}/{name}" if pp else name
+        rel = data_file_path(pp, bucket["file_id"], token, self.instant)
         out = BucketFile(fs, f"{root}/{rel}", self.file_schema)
         if parts:
             rows = pa.concat_tables(parts)

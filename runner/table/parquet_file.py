@@ -1,4 +1,5 @@
-"""One parquet file of a bucket, written with pyarrow, with the Delta statistics of its rows.
+"""One parquet file of a bucket, written with pyarrow, with the Delta statistics of its rows
+(and the set of such files a task keeps open).
 
 Every writer of the runner (a run's bucket merge, an expansion, a compaction) writes
 through BucketFile: zstd, dictionary pages where they pay, and min/max/null counts kept
@@ -10,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -204,3 +206,42 @@ class BucketFile:
         self.size = self.stream.tell()
         self.stream.close()  # on an object store, this completes the upload
         return True
+
+
+# The buffered rows of all the files a task keeps open stay under this many bytes: past it,
+# the largest buffers are written out as row groups.
+TASK_BUFFER_BYTES = 4 * ROW_GROUP_BYTES
+
+
+class OpenFiles:
+    """The files a task writes, one per (partition path, bucket), each opened with its
+    first rows; their buffered rows together stay under TASK_BUFFER_BYTES."""
+
+    def __init__(
+        self,
+        fs: pafs.FileSystem,
+        root: str,
+        schema: pa.Schema,
+        relative_path: Callable[[tuple[str, int]], str],
+    ):
+        self.fs, self.root, self.schema, self.relative_path = fs, root, schema, relative_path
+        self.open: dict[tuple[str, int], tuple[str, BucketFile]] = {}
+
+    def write(self, group: tuple[str, int], rows: pa.Table) -> None:
+        if group not in self.open:
+            rel = self.relative_path(group)
+            self.open[group] = (rel, BucketFile(self.fs, f"{self.root}/{rel}", self.schema))
+        self.open[group][1].write(rows)
+        buffered = {g: f.pending_bytes for g, (_, f) in self.open.items()}
+        while sum(buffered.values()) > TASK_BUFFER_BYTES:
+            largest = max(buffered, key=buffered.__getitem__)
+            self.open[largest][1].flush()
+            buffered[largest] = 0
+
+    def close_all(self) -> Iterator[tuple[tuple[str, int], str, BucketFile]]:
+        """Close every open file, in (partition path, bucket) order: each one's group,
+        path in the table and (closed) writer."""
+        for group, (rel, out) in sorted(self.open.items()):
+            out.close()  # a file is opened with rows, so it exists
+            yield group, rel, out
+        self.open = {}

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from urllib.parse import unquote, urlparse
 
 import numpy as np
 import pyarrow as pa
@@ -22,14 +21,14 @@ import pyarrow.parquet as pq
 
 from runner import faults
 from runner.errors import RunnerError
-from runner.index.naming import data_file_name
+from runner.index.naming import data_file_path
 from runner.table.deletion_vectors import keep_mask
 from runner.table.meta import BUCKET, PARTITION_PATH
-from runner.table.parquet_file import BucketFile, conform
+from runner.table.parquet_file import OpenFiles, conform
 from runner.table.reader import ROW_INDEX, SOURCE_FILE
 from runner.table.snapshot import DataFile, Group
-from runner.table.storage import TableLocation
-from runner.table.writer import split_groups, task_token
+from runner.table.storage import TableLocation, local_path
+from runner.table.writer import run_bounds, split_groups, task_token
 
 REGROUP_RESULT_SCHEMA = pa.schema(
     [
@@ -54,10 +53,12 @@ class _Outputs:
         file_ids: Mapping[Group, str],
         fault: str | None,
     ):
-        _, self.token = task_token()
-        self.fs, self.root = table.filesystem()
-        self.instant, self.schema, self.file_ids, self.fault = instant, schema, file_ids, fault
-        self.open: dict[Group, tuple[str, BucketFile]] = {}
+        _, token = task_token()
+        fs, root = table.filesystem()
+        self.files = OpenFiles(
+            fs, root, schema, lambda g: data_file_path(g[0], file_ids[g], token, instant)
+        )
+        self.fs, self.root, self.schema, self.fault = fs, root, schema, fault
         self.closed: set[Group] = set()
 
     def write(self, group: Group, rows: pa.Table) -> None:
@@ -66,15 +67,10 @@ class _Outputs:
                 f"rows of bucket {group[1]} of {group[0]!r} arrived after its file was "
                 "closed; nothing was committed"
             )
-        if group not in self.open:
-            name = data_file_name(self.file_ids[group], self.token, self.instant)
-            rel = f"{group[0]}/{name}" if group[0] else name
-            self.open[group] = (rel, BucketFile(self.fs, f"{self.root}/{rel}", self.schema))
-        self.open[group][1].write(conform(rows, self.schema))
+        self.files.write(group, conform(rows, self.schema))
 
     def close_all(self) -> Iterator[pa.RecordBatch]:
-        for (pp, bucket), (rel, out) in sorted(self.open.items()):
-            out.close()
+        for (pp, bucket), rel, out in self.files.close_all():
             self.closed.add((pp, bucket))
             faults.maybe_fail("after_bucket_file", self.fault or "")
             row = {
@@ -86,7 +82,6 @@ class _Outputs:
                 "stats": out.stats.to_json(),
             }
             yield pa.RecordBatch.from_pylist([row], schema=REGROUP_RESULT_SCHEMA)
-        self.open.clear()
 
 
 @dataclass(frozen=True)
@@ -115,16 +110,13 @@ class RehashJob:
             if batch.num_rows == 0:
                 continue
             paths = batch.column(SOURCE_FILE)
-            ends = pc.run_end_encode(paths).run_ends.to_pylist()
-            start = 0
-            for end in ends:
+            for start, end in run_bounds(paths):
                 path = paths[start].as_py()
                 if path != current:
                     if current is not None:
                         old_bucket = yield from self._split_file(out, current, pieces, old_bucket)
                     current, pieces = path, []
                 pieces.append(batch.slice(start, end - start))
-                start = end
         if current is not None:
             yield from self._split_file(out, current, pieces, old_bucket)
         yield from out.close_all()
@@ -138,7 +130,7 @@ class RehashJob:
     ) -> Generator[pa.RecordBatch, None, Group]:
         """Write one old file's live rows into its new buckets' files; those of the
         previous old bucket are closed first. Returns the file's (old) bucket."""
-        local = unquote(urlparse(spark_path).path)
+        local = local_path(spark_path) or spark_path
         if local not in self.files:
             raise RunnerError(f"Spark read {spark_path}, which is not a file of this expansion")
         keys = pa.Table.from_batches(pieces)

@@ -28,7 +28,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from runner import faults
-from runner.index.naming import data_file_name
+from runner.index.naming import data_file_path
 from runner.table.arrow_read import kept_batches
 from runner.table.bucket_merge import (
     BucketMerge,
@@ -221,8 +221,7 @@ class WriteJob:
         return pa.RecordBatch.from_pylist([row], schema=RESULT_SCHEMA)
 
     def _relative(self, group: Group, token: str) -> str:
-        name = data_file_name(self.file_ids[group], token, self.instant)
-        return f"{group[0]}/{name}" if group[0] else name
+        return data_file_path(group[0], self.file_ids[group], token, self.instant)
 
     def _stored_keys(self, fs: pafs.FileSystem, root: str, stored: list[DataFile]) -> _StoredKeys:
         """The key columns of the bucket's stored rows that no deletion vector deletes."""
@@ -360,8 +359,15 @@ def split_groups(
     pp = table.column(PARTITION_PATH)
     bucket = table.column(bucket_column)
     keys = pc.binary_join_element_wise(pp, pc.cast(bucket, pa.string()), "\x00")
-    ends = pc.run_end_encode(keys.combine_chunks()).run_ends.to_pylist()
-    start = 0
-    for end in ends:
+    for start, end in run_bounds(keys):
         yield (pp[start].as_py(), bucket[start].as_py()), table.slice(start, end - start)
+
+
+def run_bounds(values: pa.Array | pa.ChunkedArray) -> Iterator[tuple[int, int]]:
+    """(start, end) of each contiguous run of equal values."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    start = 0
+    for end in pc.run_end_encode(values).run_ends.to_pylist():
+        yield start, end
         start = end

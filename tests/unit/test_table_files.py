@@ -16,7 +16,8 @@ import pyarrow.parquet as pq
 from runner.index.layout import BucketLayout
 from runner.index.naming import data_file_name, new_file_id, parse_data_file_name
 from runner.sources.listing import FileCheckpoint, list_new_files
-from runner.table.parquet_file import BucketFile
+from runner.table import parquet_file
+from runner.table.parquet_file import BucketFile, OpenFiles
 
 
 def test_a_bucket_file_is_zstd_parquet_with_delta_statistics(tmp_path):
@@ -114,3 +115,21 @@ def test_new_files_checkpoint_takes_each_file_once(tmp_path):
     (tmp_path / "c.json").write_text("{}")  # a later file: only it is new
     later = list_new_files(str(tmp_path), checkpoint)
     assert [os.path.basename(p) for p in later.paths] == ["c.json"]
+
+
+def test_a_tasks_open_files_keep_their_buffered_rows_under_the_budget(tmp_path, monkeypatch):
+    monkeypatch.setattr(parquet_file, "TASK_BUFFER_BYTES", 40_000)
+    schema = pa.schema([("_record_key", pa.string()), ("n", pa.int64())])
+    files = OpenFiles(pafs.LocalFileSystem(), str(tmp_path), schema, lambda g: f"{g[1]}.parquet")
+    for round_ in range(10):
+        for bucket in range(4):
+            n = range(round_ * 1000, round_ * 1000 + 1000)
+            files.write(("", bucket), pa.table({"_record_key": [str(i) for i in n], "n": n}))
+            assert sum(f.pending_bytes for _, f in files.open.values()) <= 40_000
+    closed = list(files.close_all())
+    assert [(g, rel) for g, rel, _ in closed] == [(("", b), f"{b}.parquet") for b in range(4)]
+    assert not files.open
+    for bucket in range(4):
+        written = pq.ParquetFile(tmp_path / f"{bucket}.parquet")
+        assert written.metadata.num_rows == 10_000
+        assert written.metadata.num_row_groups > 1  # written out before the task's end
