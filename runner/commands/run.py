@@ -8,6 +8,7 @@ fails before its commit leaves the table as it was and removes the files it wrot
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -35,9 +36,12 @@ from runner.ops.keys import add_key_columns
 from runner.ops.merge import (
     bulk_keys,
     bulk_rows,
+    dedupes,
+    driver_frame,
     incoming_rows,
     merge_settings,
     single_pass,
+    why_not_on_driver,
     write_frame,
 )
 from runner.ops.quality import (
@@ -66,6 +70,7 @@ from runner.table.bulk_writer import BULK_RESULT_SCHEMA, OCCUPIED, BulkJob
 from runner.table.commit import BucketClash, add_columns, commit_files, create_table
 from runner.table.config import check_table_settings, table_settings
 from runner.table.directory import check_new_table_location
+from runner.table.driver_merge import mark_candidates, write_on_driver
 from runner.table.log_entry import NewFile, local_root
 from runner.table.meta import BUCKET, META_COLUMNS, PARTITION_PATH, RESERVED_PREFIX
 from runner.table.parquet_rows import ParquetRows
@@ -134,6 +139,8 @@ class PipelineRun:
         # set by the stages as the run goes
         self.points: StartingPoints | None = None
         self.plans: list[SourcePlan] = []
+        self.on_driver = False  # the batch is merged on the driver, not in a Spark job
+        self.write_rounds = 0  # the write, then each re-merge
 
     def run(self) -> RunSummary:
         summary = self.summary
@@ -362,6 +369,7 @@ class PipelineRun:
         target, stages = self.target, self.stages
         snapshot = self.snapshot
         stored_files = _stored_files(snapshot, groups, target)
+        self._choose_merge_place(keyed, groups, stored_files)
         with stages.stage("write"):
             results = self._write(keyed, schema, groups, stored_files)
         self._quarantine_skipped()
@@ -381,6 +389,31 @@ class PipelineRun:
                 with stages.stage("remerge"):
                     results = self._remerge(keyed, schema, groups, stored_files, results, clash)
 
+    def _choose_merge_place(
+        self,
+        keyed: DataFrame,
+        groups: Mapping[Group, int],
+        stored_files: Mapping[Group, list[DataFile]],
+    ) -> None:
+        """On the driver for a small batch, else in a Spark job; said in the run summary."""
+        spark, summary = self.spark, self.summary
+        assert spark is not None
+        rows = sum(groups.values())
+        stored_bytes = sum(f.size for files in stored_files.values() for f in files)
+        master = spark.sparkContext.master or ""
+        why_not = why_not_on_driver(self.target, keyed.schema, rows, stored_bytes, master)
+        self.on_driver = why_not is None
+        summary.merged_on = (
+            f"the driver ({rows:,} rows, {self._driver_threads()} threads)"
+            if why_not is None
+            else f"Spark executors ({why_not})"
+        )
+        log.info("merge_place", place=summary.merged_on)
+
+    def _driver_threads(self) -> int:
+        assert self.spark is not None
+        return max(1, min(os.cpu_count() or 1, self.spark.sparkContext.defaultParallelism))
+
     def _write(
         self,
         keyed: DataFrame,
@@ -395,12 +428,7 @@ class PipelineRun:
             g: stored_files[g][0].file_id if g in stored_files else new_file_id(g[1])
             for g in groups
         }
-        frame = write_frame(
-            incoming_rows(keyed, target, schema, instant),
-            target,
-            schema,
-            partitions=max(1, min(len(groups), _shuffle_partitions(spark))),
-        )
+        incoming = incoming_rows(keyed, target, schema, instant)
         request = WriteRequest(
             self.table,
             instant,
@@ -410,9 +438,31 @@ class PipelineRun:
             merge=merge_settings(target),
             fault=faults.requested(),
         )
-        results = frame.mapInArrow(
-            self.write_strategy.job(request), _struct(RESULT_SCHEMA)
-        ).collect()
+        job = self.write_strategy.job(request)
+        self.write_rounds += 1
+        if self.on_driver:
+            rows = mark_candidates(
+                driver_frame(incoming, schema).toArrow(), target.precombine_field, dedupes(target)
+            )
+            sizes = {g: sum(f.size for f in files) for g, files in stored_files.items()}
+            results = [
+                Row(**r)
+                for r in write_on_driver(
+                    job,
+                    rows,
+                    self._driver_threads(),
+                    self.write_rounds - 1,
+                    lambda g: sizes.get(g, 0),
+                )
+            ]
+        else:
+            frame = write_frame(
+                incoming,
+                target,
+                schema,
+                partitions=max(1, min(len(groups), _shuffle_partitions(spark))),
+            )
+            results = frame.mapInArrow(job, _struct(RESULT_SCHEMA)).collect()
         written = [r for r in results if r.path]
         log.info("files_written", files=len(written), bytes=sum(r.size for r in written))
         return results

@@ -9,18 +9,20 @@ the writer reads each bucket's file next to its incoming rows (runner/table/writ
 
 from __future__ import annotations
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_type
+from pyspark.sql.types import StructType
 
 from runner.ops.quality import FATE, RULE
 from runner.spec.model import Target
 from runner.table import bulk_writer
-from runner.table.bucket_merge import DELETE, MergeSettings
+from runner.table.bucket_merge import DELETE, SEQ, MergeSettings
+from runner.table.driver_merge import orderable
 from runner.table.meta import BUCKET, COMMIT_SEQNO, COMMIT_TIME, PARTITION_PATH, RECORD_KEY
 from runner.table.schema import SchemaPlan
 from runner.table.writer import ACTION
-
-SEQ = "__runner_seq"  # input order, for ties
 
 
 def merge_settings(target: Target) -> MergeSettings:
@@ -82,6 +84,44 @@ def bulk_verdict() -> Column:
     return F.when(F.col(FATE).isNotNull(), fate_and_rule).alias(bulk_writer.VERDICT)
 
 
+def dedupes(target: Target) -> bool:
+    """Whether the batch keeps one row per key (the winner), or every row."""
+    return target.operation in ("upsert", "delete") or target.filter_dupes
+
+
+def driver_frame(incoming: DataFrame, plan: SchemaPlan) -> DataFrame:
+    """The rows a merge on the driver collects: as write_frame's, unshuffled and unranked;
+    runner/table/driver_merge.py picks the winners (SEQ breaks ties as the window does)."""
+    columns = [c for c in plan.file_schema.names if c in incoming.columns]
+    return incoming.select(*columns, DELETE, SEQ)
+
+
+def why_not_on_driver(
+    target: Target, batch: StructType, rows: int, stored_bytes: int, master: str
+) -> str | None:
+    """Why the batch goes through a Spark write job instead of a merge on the driver
+    (runner/table/driver_merge.py); None: it is merged on the driver."""
+    limits = target.driver_merge
+    if rows > limits.max_rows:
+        return f"{rows:,} rows to write, driver_merge.max_rows is {limits.max_rows:,}"
+    local = master.startswith("local")
+    if not local and stored_bytes > limits.max_stored_mib * 2**20:
+        return (
+            f"the touched buckets hold {stored_bytes / 2**20:,.0f} MiB, "
+            f"driver_merge.max_stored_mib is {limits.max_stored_mib:,} on a cluster"
+        )
+    pre = target.precombine_field
+    if dedupes(target) and pre and pre in batch.names:
+        spark_type = batch[pre].dataType
+        try:
+            arrow_type = to_arrow_type(spark_type, timestamp_utc=True)
+        except TypeError:  # a type Arrow has no match for
+            arrow_type = pa.null()
+        if not orderable(arrow_type):
+            return f"precombine_field {pre} is a {spark_type.simpleString()}"
+    return None
+
+
 def _winner(target: Target) -> Column:
     """True for the batch's winner per key: greatest precombine, ties to the later input row."""
     order = [F.col(target.precombine_field).desc_nulls_last()] if target.precombine_field else []
@@ -97,10 +137,9 @@ def write_frame(
     """Rows for the writer: grouped by (partition path, bucket), sorted by key, marked
     `candidate` or `duplicate` (insert and bulk_insert keep every row unless filter_dupes)."""
     rows = incoming.repartition(partitions, PARTITION_PATH, BUCKET)
-    dedupe = target.operation in ("upsert", "delete") or target.filter_dupes
     action = (
         F.when(_winner(target), "candidate").otherwise("duplicate")
-        if dedupe
+        if dedupes(target)
         else F.lit("candidate")
     )
     columns = [c for c in plan.file_schema.names if c in incoming.columns]

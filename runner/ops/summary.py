@@ -69,6 +69,7 @@ class RunSummary:
     # bulk_insert: "the source files" when the writers read the rows themselves, else
     # "Spark (why)": the rows then cross the slower Arrow hand-off
     rows_from: str | None = None
+    merged_on: str | None = None  # the driver, or Spark executors (and why)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -115,6 +116,8 @@ class RunSummary:
             )
         if self.rows_from:
             lines.append(f"  rows from    {self.rows_from}")
+        if self.merged_on:
+            lines.append(f"  merged on    {self.merged_on}")
         if self.rejected_by_rule:
             rules = ", ".join(f"{k} {v:,}" for k, v in sorted(self.rejected_by_rule.items()))
             lines.append(

@@ -24,6 +24,7 @@ from runner.spec.keygen_settings import field_list, resolve_key_generator
 from runner.spec.model import (
     CleaningSpec,
     CompactionSpec,
+    DriverMergeSpec,
     ExpansionSpec,
     Expectation,
     Incremental,
@@ -373,6 +374,7 @@ def _build(data: dict[str, Any], file: Path) -> PipelineSpec:
             delete_marker=target.get("delete_marker"),
             cleaning=CleaningSpec(**target.get("cleaning", {})),
             compaction=CompactionSpec(**target.get("compaction", {})),
+            driver_merge=DriverMergeSpec(**target.get("driver_merge", {})),
             **_given(
                 target, "operation", "table_type", "merge_mode", "filter_dupes", "commit_retries"
             ),

@@ -136,6 +136,17 @@ class CompactionSpec:
 
 
 @dataclass(frozen=True)
+class DriverMergeSpec:
+    """When a batch is merged on the driver, with pyarrow threads, instead of in a Spark
+    write job: a small batch then costs no job scheduling, shuffle or Python task start."""
+
+    max_rows: int = 1_000_000  # rows of the batch to write (0: always a Spark job)
+    # on a cluster (a master other than local[...]) the touched buckets' stored files must
+    # also hold at most this much, so that big rewrites stay spread over the executors
+    max_stored_mib: int = 256
+
+
+@dataclass(frozen=True)
 class QuarantineSpec:
     path: str
     max_fraction: float = 0.01
@@ -163,6 +174,7 @@ class Target:
     compaction: CompactionSpec = field(default_factory=CompactionSpec)
     commit_retries: int = 3  # re-merges after another writer changed the same buckets
     quarantine: QuarantineSpec | None = None
+    driver_merge: DriverMergeSpec = field(default_factory=DriverMergeSpec)
 
     @property
     def record_key(self) -> tuple[str, ...]:

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from runner.table.meta import RECORD_KEY
 
 DELETE = "__runner_delete"
+SEQ = "__runner_seq"  # a row's place in the batch: ties between a key's rows go to the later
 
 
 @dataclass(frozen=True)

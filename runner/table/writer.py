@@ -18,7 +18,9 @@ or whose deleted fraction would pass `max_deleted_fraction`, is rewritten instea
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -329,13 +331,28 @@ class WriteJob:
 
 def task_token() -> tuple[int, str]:
     """The Spark task's partition and Hudi's write token, <partition>-<stage>-<attempt>,
-    which names every file the task writes (a retried task writes other files)."""
+    which names every file the task writes (a retried task writes other files). A job run
+    on the driver (runner/table/driver_merge.py) gets its worker's from `driver_task`."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
     if ctx is None:
-        return 0, "0-0-0"
+        given: tuple[int, str] | None = getattr(_driver_task, "token", None)
+        return given or (0, "0-0-0")
     return ctx.partitionId(), f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.attemptNumber()}"
+
+
+_driver_task = threading.local()
+
+
+@contextmanager
+def driver_task(partition: int, token: str) -> Iterator[None]:
+    """Run an executor job on this driver thread as task `partition` with write `token`."""
+    _driver_task.token = (partition, token)
+    try:
+        yield
+    finally:
+        _driver_task.token = None
 
 
 @dataclass

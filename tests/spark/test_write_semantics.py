@@ -24,6 +24,22 @@ def table_type(request) -> str:
     return request.param
 
 
+@pytest.fixture(params=["driver", "spark"])
+def merged_on(request) -> str:
+    """Where a batch is merged: on the driver (small batches, the default) or in a Spark
+    write job (driver_merge.max_rows 0, as for a batch past the limit)."""
+    return request.param
+
+
+def _place(merged_on: str) -> dict:
+    return {"driver_merge": {"max_rows": 0}} if merged_on == "spark" else {}
+
+
+def _check_place(summary, merged_on: str) -> None:
+    expected = "the driver" if merged_on == "driver" else "Spark executors"
+    assert summary.merged_on.startswith(expected), summary.merged_on
+
+
 # MERGE_ON_READ with thresholds no bucket reaches: every change goes through deletion vectors
 NEVER_REWRITE = {"max_delta_files": 1000, "max_deleted_fraction": 1.0}
 
@@ -95,7 +111,7 @@ def _normalized(frame: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["id", "ts", "amount"]).reset_index(drop=True)
 
 
-def test_random_sequence_matches_pandas_reference(spark, tmp_path, table_type):
+def test_random_sequence_matches_pandas_reference(spark, tmp_path, table_type, merged_on):
     rng = random.Random(20261122)
     ref = Reference()
     steps = [
@@ -112,7 +128,7 @@ def test_random_sequence_matches_pandas_reference(spark, tmp_path, table_type):
         if operation == "bulk_insert":
             batch = batch.drop_duplicates(["id"])  # bulk_insert keeps duplicates, like Hudi
         extra = {"delete_marker": "deleted"} if operation == "upsert" else {}
-        target = _target(operation, table_type, **extra)
+        target = _target(operation, table_type, **extra, **_place(merged_on))
         if operation != "upsert":
             target.pop("precombine_field")
             batch = batch.drop(columns="deleted")
@@ -121,6 +137,8 @@ def test_random_sequence_matches_pandas_reference(spark, tmp_path, table_type):
         summary = run_pipeline(load_spec(spec), spark=spark)
         getattr(ref, operation)(batch.assign(deleted=batch.get("deleted", False)))
         assert summary.rows_read == len(batch)
+        if operation != "bulk_insert":
+            _check_place(summary, merged_on)
         with_dvs += summary.buckets_with_deletion_vectors
 
         expected = _normalized(ref.rows)
@@ -138,8 +156,8 @@ def test_random_sequence_matches_pandas_reference(spark, tmp_path, table_type):
         pd.testing.assert_frame_equal(_normalized(via_delta_spark), expected, check_dtype=False)
 
 
-def test_upsert_counts_and_merge_modes(spark, tmp_path, table_type):
-    spec = write_spec(tmp_path, _target("upsert", table_type))
+def test_upsert_counts_and_merge_modes(spark, tmp_path, table_type, merged_on):
+    spec = write_spec(tmp_path, _target("upsert", table_type, **_place(merged_on)))
     write_batch(
         tmp_path,
         pd.DataFrame(
@@ -148,6 +166,7 @@ def test_upsert_counts_and_merge_modes(spark, tmp_path, table_type):
     )
     first = run_pipeline(load_spec(spec), spark=spark)
     assert (first.inserted, first.updated, first.duplicates_dropped) == (2, 0, 1)
+    _check_place(first, merged_on)
 
     # id 1 arrives older than stored: event_time keeps the stored row
     write_batch(
@@ -160,7 +179,9 @@ def test_upsert_counts_and_merge_modes(spark, tmp_path, table_type):
     assert table.loc[1, "amount"] == 1.0 and table.loc[2, "amount"] == 20.0
 
     # commit_time: the incoming record always wins
-    spec = write_spec(tmp_path, _target("upsert", table_type, merge_mode="commit_time"))
+    spec = write_spec(
+        tmp_path, _target("upsert", table_type, merge_mode="commit_time", **_place(merged_on))
+    )
     write_batch(tmp_path, pd.DataFrame({"id": [1], "city": ["ams"], "ts": [0], "amount": [99.0]}))
     third = run_pipeline(load_spec(spec), spark=spark)
     assert third.updated == 1
@@ -247,3 +268,37 @@ def test_non_partitioned_table_keeps_files_at_the_root(spark, tmp_path, table_ty
         "id:3,kind:b",
     ]
     assert all(p.parent == tmp_path / "table" for p in (tmp_path / "table").rglob("*.parquet"))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        # NaN orders above every number in Spark, null below; equal values tie
+        [1.5, float("nan"), None, float("inf"), 1.5, -0.0, float("nan"), None],
+        ["b", "B", None, "é", "b", "", "ab", None],
+        [3, None, 3, -7, 2**40, None, 0, 3],
+    ],
+    ids=["double", "string", "long"],
+)
+def test_the_driver_keeps_the_rows_a_spark_job_keeps(spark, tmp_path, values):
+    """Each key's winner (greatest precombine, ties to the later row) is the same on both."""
+    n = 400
+    batch = pd.DataFrame(
+        {
+            "id": [i % 37 for i in range(n)],
+            "city": [CITIES[i % 37 % 3] for i in range(n)],
+            "ts": [values[(i * 7) % len(values)] for i in range(n)],
+            "amount": [float(i) for i in range(n)],  # which row of a key won
+        }
+    )
+    write_batch(tmp_path, batch)
+    tables = {}
+    for place in ("driver", "spark"):
+        spec = write_spec(tmp_path, {**_target("upsert"), "path": place, **_place(place)})
+        summary = run_pipeline(load_spec(spec), spark=spark)
+        _check_place(summary, place)
+        assert summary.inserted == 37 and summary.duplicates_dropped == n - 37
+        tables[place] = (
+            read_table(tmp_path / place)[["id", "amount"]].sort_values("id").reset_index(drop=True)
+        )
+    pd.testing.assert_frame_equal(tables["driver"], tables["spark"])

@@ -53,6 +53,8 @@ MODEL_DEFAULTS: dict[str, Any] = {
         m.CompactionSpec, "max_deleted_fraction"
     ),
     "$defs/compaction/properties/after_commit": _default(m.CompactionSpec, "after_commit"),
+    "$defs/driver_merge/properties/max_rows": _default(m.DriverMergeSpec, "max_rows"),
+    "$defs/driver_merge/properties/max_stored_mib": _default(m.DriverMergeSpec, "max_stored_mib"),
     "$defs/expectation/properties/action": _default(m.Expectation, "action"),
     "$defs/quarantine/properties/max_fraction": _default(m.QuarantineSpec, "max_fraction"),
     "$defs/jdbc/properties/fetch_size": _default(m.JdbcSpec, "fetch_size"),
