@@ -35,8 +35,8 @@ from runner.table.config import check_table_settings
 from runner.table.log_entry import (
     NewFile,
     add_action,
+    check_log_writable,
     commit_info,
-    local_root,
     now_ms,
     publish,
     remove_action,
@@ -163,7 +163,7 @@ def compact_table(
     log.info("compaction_planned", buckets=summary.buckets, files=summary.files_read)
     if dry_run or not buckets:
         return summary
-    local_root(snapshot.uri, "runner compact")  # refuses object stores before any work
+    check_log_writable(snapshot.location, "runner compact")  # before any work
     spark = spark or spark_session(spec.spark, f"{spec.name}-compact", console_progress)
     return run_compaction(spark, snapshot, buckets, summary)
 
@@ -233,7 +233,6 @@ def _commit(
 ) -> int | None:
     """One version: every folded bucket's files out, its new file in. Buckets a writer
     changed since they were read are dropped (their new files removed), not committed."""
-    log_dir = local_root(snapshot.uri, "runner compact") / "_delta_log"
     pending = {b.group: b for b in buckets}
     while pending:
         now = now_ms()
@@ -249,7 +248,7 @@ def _commit(
             *[remove_action(f, now, data_change=False) for b in pending.values() for f in b.files],
             *[add_action(f, now, data_change=False) for f in new_files],
         ]
-        if publish(log_dir, snapshot.version + 1, actions):
+        if publish(snapshot.location, snapshot.version + 1, actions):
             summary.files_written = len(new_files)
             summary.bytes_written = sum(f.size for f in new_files)
             _count_inputs(summary, list(pending.values()))

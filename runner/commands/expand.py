@@ -32,7 +32,7 @@ from runner.ops.uncommitted import remove_uncommitted
 from runner.session import spark_session
 from runner.spec.model import PipelineSpec, Target
 from runner.table.config import check_table_settings
-from runner.table.layout_commit import commit_relayout, local_root
+from runner.table.layout_commit import check_expandable, commit_relayout
 from runner.table.log_entry import NewFile
 from runner.table.meta import BUCKET, PARTITION_PATH, RECORD_KEY
 from runner.table.reader import ROW_INDEX, SOURCE_FILE, read_files
@@ -186,7 +186,7 @@ def plan_expansion(
     policy = policy or (expansion.policy if expansion.policy != "none" else "multiple_rehash")
     if policy not in POLICIES:
         raise UserError(f"unknown expansion policy {policy!r}; use one of {', '.join(POLICIES)}")
-    local_root(snapshot.uri)  # refuses object stores before any work
+    check_expandable(snapshot.location)  # before any work
     layout = BucketLayout.from_configuration(snapshot.configuration)
     by_partition: dict[str, list[DataFile]] = {}
     for f in snapshot.files():
@@ -245,7 +245,7 @@ def run_expansion(
     file_ids = {g: new_file_id(g[1]) for g in new_groups}
     schema, fault = snapshot.arrow_schema(), faults.requested()
     if plan.policy == "multiple_rehash":
-        root = str(local_root(snapshot.uri)).rstrip("/")
+        root = snapshot.location.filesystem()[1]
         local_files = {f"{root}/{f.path}": f for f in files}
         job: RehashJob | RegroupJob = RehashJob(
             snapshot.location, summary.instant, schema, file_ids, local_files, fault

@@ -81,7 +81,10 @@ def read_rows(
     keep = [row for row in actions if _may_hold(row, since, until)]
     # a MERGE_ON_READ table: each file's deletion vector, from the log at this version
     vectors = deletion_vectors(location, table)
-    if wanted is None and not vectors:  # delta-rs reads any Delta table, partitioned too
+    # delta-rs reads any Delta table, partitioned too, but refuses one whose protocol
+    # allows deletion vectors (a MERGE_ON_READ table, also once compacted and without any)
+    dv_feature = "deletionVectors" in (table.protocol().reader_features or [])
+    if wanted is None and not vectors and not dv_feature:
         return ReadResult(table.to_pyarrow_table(), table.version(), len(keep), len(actions))
     files = [(unquote(row["path"]), vectors.get(unquote(row["path"]))) for row in keep]
     rows = read_live(location, schema, files, wanted)

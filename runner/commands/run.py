@@ -71,7 +71,7 @@ from runner.table.commit import BucketClash, add_columns, commit_files, create_t
 from runner.table.config import check_table_settings, table_settings
 from runner.table.directory import check_new_table_location
 from runner.table.driver_merge import mark_candidates, write_on_driver
-from runner.table.log_entry import NewFile, local_root
+from runner.table.log_entry import NewFile, check_log_writable
 from runner.table.meta import BUCKET, META_COLUMNS, PARTITION_PATH, RESERVED_PREFIX
 from runner.table.parquet_rows import ParquetRows
 from runner.table.quarantine import append_quarantine
@@ -174,7 +174,7 @@ class PipelineRun:
         already committed and there is nothing to do."""
         check_automatic_expansion(self.target)
         if self.target.table_type == "MERGE_ON_READ":
-            local_root(self.target.path, "a MERGE_ON_READ table")  # refuses object stores
+            check_log_writable(self.table, "a MERGE_ON_READ table")
         self.snapshot = open_table(self.table)
         quarantine = self.target.quarantine
         if quarantine and open_table(quarantine.path) is None:

@@ -33,7 +33,6 @@ from runner.table.log_entry import (
     NewFile,
     add_action,
     commit_info,
-    local_root,
     now_ms,
     publish,
     re_add_action,
@@ -219,7 +218,6 @@ def _publish_entry(
     batch: str | None,
 ) -> None:
     """The commit of a MERGE_ON_READ table, as the runner's own log entry."""
-    log_dir = local_root(snapshot.uri, "a MERGE_ON_READ table") / "_delta_log"
     now = now_ms()
     actions: list[dict[str, Any]] = [commit_info("WRITE", metadata, now)]
     if batch:
@@ -229,10 +227,11 @@ def _publish_entry(
     actions += [remove_action(f, now, data_change=True) for f in removed]
     actions += [add_action(f, now, data_change=True) for f in added]
     version = snapshot.version + 1
-    if not publish(log_dir, version, actions):
+    if not publish(snapshot.location, version, actions):
         raise _VersionTaken(version)
     if version % CHECKPOINT_INTERVAL == 0:
         try:
-            DeltaTable(snapshot.uri).create_checkpoint()
+            location = snapshot.location
+            DeltaTable(location.uri, storage_options=location.storage_options()).create_checkpoint()
         except DeltaError as exc:  # a reader replays a longer log; nothing is wrong
             log.warning("checkpoint_failed", version=version, error=str(exc))

@@ -12,29 +12,37 @@ Writers that read the table before this version fail their own commit with delta
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import structlog
 
-from runner.errors import CommitConflictError
+from runner.errors import CommitConflictError, UserError
 from runner.table.log_entry import (
     NewFile,
     add_action,
+    check_log_writable,
     commit_info,
     now_ms,
     publish,
     remove_action,
 )
-from runner.table.log_entry import local_root as _local_root
 from runner.table.snapshot import DataFile, TableSnapshot, open_table
+from runner.table.storage import TableLocation
 
 log = structlog.get_logger(__name__)
 
 
-def local_root(uri: str) -> Path:
-    """The table's directory; refuses a table on an object store, with what to do instead."""
-    return _local_root(uri, "bucket expansion (runner expand, plan, index.expansion)")
+def check_expandable(location: TableLocation) -> None:
+    """Refuses, before any work, a table whose layout commit cannot be published safely."""
+    what = "bucket expansion (runner expand, plan, index.expansion)"
+    check_log_writable(location, what)
+    if not location.is_local:
+        raise UserError(
+            f"{location.uri}: {what} has Spark read the table's files to compute their new "
+            "buckets, and Spark reaches S3 only through the hadoop-aws connector, which this "
+            "runner does not put on its classpath yet. Expand a copy on a local or mounted "
+            "file system, or use a table there"
+        )
 
 
 def commit_relayout(
@@ -51,12 +59,13 @@ def commit_relayout(
     If another writer committed meanwhile, the commit moves on top of it only when that
     writer changed neither the table's metadata nor any file of `partitions`.
     """
-    log_dir = local_root(snapshot.uri) / "_delta_log"
     read_files = {(f.path, f.deletion_vector) for f in removed}
     while True:
         version = snapshot.version + 1
         if publish(
-            log_dir, version, _actions(snapshot, configuration, added, removed, metadata, operation)
+            snapshot.location,
+            version,
+            _actions(snapshot, configuration, added, removed, metadata, operation),
         ):
             return version
         latest = open_table(snapshot.location)

@@ -2,9 +2,10 @@
 
 delta-rs commits add and remove actions, but an `add` with a deletion vector and a commit
 that changes the configuration together with files are beyond its API. For those the runner
-writes the JSON entry as the Delta protocol defines it and publishes it the way Delta's
-local log store does: written to a temporary file, then hard-linked to its version's name,
-which fails if that version exists. That needs a local or mounted file system.
+writes the JSON entry as the Delta protocol defines it and publishes it so that it fails if
+that version exists: on a local or mounted file system as Delta's local log store does
+(a temporary file hard-linked to the version's name), on S3 as delta-rs does for its own
+commits (a put with `If-None-Match: *`, which the store refuses for an existing key).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from runner import faults
 from runner.errors import UserError
 from runner.table.deletion_vectors import DeletionVector
 from runner.table.snapshot import DataFile
-from runner.table.storage import filesystem, is_local
+from runner.table.storage import S3_SCHEMES, TableLocation, filesystem, scheme
 
 log = structlog.get_logger(__name__)
 
@@ -56,31 +57,77 @@ def log_path(path: str) -> str:
     return quote(path, safe=_PATH_SAFE)
 
 
-def local_root(uri: str, what: str) -> Path:
-    """The table's directory; refuses a table on an object store, saying what needs it."""
-    if not is_local(uri):
+def check_log_writable(location: TableLocation, what: str) -> None:
+    """Refuses, before any work, a table whose log the runner cannot publish to safely."""
+    if location.is_local:
+        return
+    if scheme(location.uri) not in S3_SCHEMES:
         raise UserError(
-            f"{uri}: {what} needs the table on a local or mounted file system, and this one "
-            "is on an object store: the runner publishes that commit itself, with an atomic "
-            "hard link, and an object store has none. Put the table on a local or mounted "
-            "(shared) file system"
+            f"{location.uri}: {what} needs the table on a local or mounted file system or on "
+            "S3: the runner publishes that commit itself, with an atomic hard link or S3's "
+            "conditional put, and this store offers neither to it"
         )
-    return Path(filesystem(uri)[1])
+    told = [
+        n
+        for n in ("AWS_S3_LOCKING_PROVIDER", "AWS_S3_ALLOW_UNSAFE_RENAME")
+        if n in location.settings
+    ]
+    if told:
+        raise UserError(
+            f"{location.uri}: {what} publishes its commit with S3's conditional put "
+            f"(If-None-Match), and {' and '.join(told)} say this store is used without it: "
+            "the runner cannot take part in delta-rs' lock, so it does not write this table's "
+            "log. Use a store with conditional writes (AWS S3, recent MinIO) without those "
+            "settings, or a local or mounted file system"
+        )
 
 
-def publish(log_dir: Path, version: int, actions: Sequence[dict[str, Any]]) -> bool:
+def publish(location: TableLocation, version: int, actions: Sequence[dict[str, Any]]) -> bool:
     """Write `actions` as version `version`; False when another writer took that version."""
     entry = "".join(json.dumps(a) + "\n" for a in actions)
-    tmp = log_dir / f".{version:020d}.json.{uuid.uuid4().hex}.tmp"
+    name = f"_delta_log/{version:020d}.json"
+    if location.is_local:
+        return _link(Path(filesystem(location.uri)[1]) / name, entry)
+    check_log_writable(location, "this commit")
+    return _put_if_absent(location, name, entry)
+
+
+def _link(path: Path, entry: str) -> bool:
+    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
     tmp.write_text(entry)
     try:
         faults.maybe_fail("log_entry_written")  # the entry exists, not yet under its name
-        os.link(tmp, log_dir / f"{version:020d}.json")
+        os.link(tmp, path)
         return True
     except FileExistsError:
         return False
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _put_if_absent(location: TableLocation, name: str, entry: str) -> bool:
+    """One PUT of the whole entry, refused by the store when the key exists (HTTP 412; 409
+    when another conditional write of the same key is in flight): nothing partial is ever
+    visible, so there is no temporary object to clean up."""
+    from botocore.exceptions import ClientError
+
+    faults.maybe_fail("log_entry_written")  # the entry is ready, not yet published
+    bucket, _, prefix = location.uri.split("://", 1)[1].partition("/")
+    key = f"{prefix.strip('/')}/{name}" if prefix.strip("/") else name
+    try:
+        location.s3_client().put_object(
+            Bucket=bucket, Key=key, Body=entry.encode(), IfNoneMatch="*"
+        )
+        return True
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if error.get("Code") in ("PreconditionFailed", "ConditionalRequestConflict") or status in (
+            409,
+            412,
+        ):
+            return False
+        raise
 
 
 def now_ms() -> int:

@@ -93,6 +93,21 @@ class TableLocation:
         environment)."""
         return dict(self.settings) or None
 
+    def s3_client(self) -> Any:
+        """A boto3 S3 client with the same settings (for what pyarrow cannot do: the
+        conditional put that publishes a log entry, runner/table/log_entry.py)."""
+        import boto3
+
+        s = self.settings
+        options = {
+            "region_name": s.get("AWS_REGION"),
+            "endpoint_url": s.get("AWS_ENDPOINT_URL"),
+            "aws_access_key_id": s.get("AWS_ACCESS_KEY_ID"),
+            "aws_secret_access_key": s.get("AWS_SECRET_ACCESS_KEY"),
+            "aws_session_token": s.get("AWS_SESSION_TOKEN"),
+        }
+        return boto3.client("s3", **{k: v for k, v in options.items() if v})
+
     def _s3(self) -> pafs.S3FileSystem:
         s = self.settings
         options: dict[str, Any] = {"region": s.get("AWS_REGION")}

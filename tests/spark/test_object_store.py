@@ -15,16 +15,20 @@ import time
 import urllib.request
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable, write_deltalake
 
 from runner.cli import cli
 from runner.commands.clean import clean_table
+from runner.commands.compact import compact_table
 from runner.commands.expand import expand_table
 from runner.commands.run import run_pipeline
 from runner.errors import UserError
 from runner.spec import load_spec
+from runner.table.log_entry import publish
+from runner.table.storage import locate
 from tests.helpers import write_batch, write_spec
 
 pytestmark = pytest.mark.spark
@@ -235,7 +239,7 @@ def test_an_s3_prefix_with_other_objects_is_not_taken_for_a_new_table(s3, spark,
 
 def test_expansion_on_s3_is_refused_clearly(spark, written, tmp_path):
     spec = written[0]
-    with pytest.raises(UserError, match="local or mounted file system"):
+    with pytest.raises(UserError, match="hadoop-aws connector"):
         expand_table(spec, buckets=8, dry_run=True)
     automatic = write_spec(
         tmp_path,
@@ -282,3 +286,80 @@ def test_a_commit_never_replaces_a_log_entry(s3):
     write_deltalake(b, rows, mode="append")  # read version 0, 1 taken: lands as version 2
     table = DeltaTable(uri, storage_options=_options(s3))
     assert table.version() == 2 and len(table.to_pyarrow_table()) == 3
+
+
+def _mor_spec(tmp_path, name: str):
+    return load_spec(
+        write_spec(
+            tmp_path,
+            {
+                "path": f"s3://{BUCKET}/warehouse/{name}",
+                "operation": "upsert",
+                "table_type": "MERGE_ON_READ",
+                "record_key": "id",
+                "precombine_field": "ts",
+                "delete_marker": "gone",
+                "key_generator": {"type": "SIMPLE", "partition_fields": "city"},
+                "index": {"buckets": 2},
+                "compaction": {"max_delta_files": 10, "max_deleted_fraction": 0.9},
+            },
+            name=name,
+        )
+    )
+
+
+def test_merge_on_read_and_compaction_on_s3(s3, spark, tmp_path):
+    """Deletion vectors and the runner's own log entries on S3, published with a
+    conditional put; compaction folds them; every reader sees the pandas reference."""
+    spec = _mor_spec(tmp_path, "mor")
+    uri = spec.target.path
+    first = _batch(range(0, 40), ts=5).assign(gone=False)
+    second = _batch(range(30, 50), ts=7).assign(gone=[i % 5 == 0 for i in range(30, 50)])
+    write_batch(tmp_path, first)
+    run_pipeline(spec, spark=spark)
+    write_batch(tmp_path, second)
+    upserted = run_pipeline(spec, spark=spark)
+    assert upserted.buckets_with_deletion_vectors > 0 and upserted.deleted == 2
+    assert any(
+        k.startswith("warehouse/mor/_deletion_vectors/") for k in _objects(s3, "warehouse/mor/")
+    )
+    kept = second[~second["gone"]]
+    expected = _normalized(pd.concat([first[~first["id"].isin(second["id"])], kept])[DATA_COLUMNS])
+
+    def rows() -> pd.DataFrame:  # delta-rs, which applies deletion vectors in scan()
+        table = DeltaTable(uri, storage_options=_options(s3))
+        return _normalized(pa.table(table.scan().read_all()).to_pandas())
+
+    def runner_read() -> pd.DataFrame:
+        result = CliRunner().invoke(cli, ["read", uri])
+        assert result.exit_code == 0, result.output
+        return _normalized(pd.DataFrame([json.loads(line) for line in result.stdout.splitlines()]))
+
+    pd.testing.assert_frame_equal(rows(), expected, check_dtype=False)
+    pd.testing.assert_frame_equal(runner_read(), expected, check_dtype=False)
+    compacted = compact_table(spec, spark=spark)
+    # the 10 stored rows of ids 30-39 the second batch replaced or deleted
+    assert compacted.version == upserted.version + 1 and compacted.deleted_rows == 10
+    pd.testing.assert_frame_equal(rows(), expected, check_dtype=False)
+    pd.testing.assert_frame_equal(runner_read(), expected, check_dtype=False)
+    assert DeltaTable(uri, storage_options=_options(s3)).version() == compacted.version
+
+
+def test_a_log_entry_the_runner_publishes_never_replaces_another(s3):
+    """S3's conditional put: the first writer of a version wins, the second is told."""
+    location = locate(f"s3://{BUCKET}/race")
+    entry = [{"commitInfo": {"operation": "TEST"}}]
+    assert publish(location, 7, entry) is True
+    assert publish(location, 7, [{"commitInfo": {"operation": "OTHER"}}]) is False
+    body = s3.get_object(Bucket=BUCKET, Key="race/_delta_log/00000000000000000007.json")["Body"]
+    assert json.loads(body.read()) == entry[0]
+
+
+def test_a_store_without_conditional_writes_is_refused_before_any_work(s3, spark, tmp_path):
+    spec = _mor_spec(tmp_path, "unsafe")
+    write_batch(tmp_path, _batch(range(3), ts=1).assign(gone=False))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AWS_S3_ALLOW_UNSAFE_RENAME", "true")
+        with pytest.raises(UserError, match="AWS_S3_ALLOW_UNSAFE_RENAME say this store"):
+            run_pipeline(load_spec(spec.file), spark=spark)
+    assert _objects(s3, "warehouse/unsafe/") == []
