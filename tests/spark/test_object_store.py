@@ -8,11 +8,6 @@ settings inside the job.
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pandas as pd
 import pyarrow as pa
@@ -30,32 +25,13 @@ from runner.spec import load_spec
 from runner.table.log_entry import publish
 from runner.table.storage import locate
 from tests.helpers import write_batch, write_spec
+from tests.s3 import KEY, SECRET, moto_server, s3_environment
 
 pytestmark = pytest.mark.spark
 
 BUCKET = "runner-tests"
 TABLE = f"s3://{BUCKET}/warehouse/t"
-KEY, SECRET = "testing-key", "testing-secret"
 DATA_COLUMNS = ["id", "city", "ts", "amount"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_until_answering(url: str, server: subprocess.Popen, timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            pytest.fail(f"moto_server exited with {server.returncode}")
-        try:
-            urllib.request.urlopen(url, timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.2)
-    pytest.fail(f"moto_server did not answer on {url} within {timeout_s}s")
 
 
 @pytest.fixture(scope="module")
@@ -64,30 +40,15 @@ def s3(spark):
 
     Depends on `spark` so that the session (and its Python workers) started before them.
     """
-    pytest.importorskip("moto", reason="needs moto[server] (the dev extra)")
     boto3 = pytest.importorskip("boto3")
-    port = _free_port()
-    endpoint = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        _wait_until_answering(endpoint, server)
-        with pytest.MonkeyPatch.context() as mp:
-            for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL_S3"):
-                mp.delenv(name, raising=False)
-            mp.setenv("AWS_ACCESS_KEY_ID", KEY)
-            mp.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
-            mp.setenv("AWS_REGION", "us-east-1")
-            mp.setenv("AWS_ENDPOINT_URL", endpoint)
-            client = boto3.client("s3", endpoint_url=endpoint)
-            client.create_bucket(Bucket=BUCKET)
-            yield client
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+    with moto_server() as endpoint, pytest.MonkeyPatch.context() as mp:
+        for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL_S3"):
+            mp.delenv(name, raising=False)
+        for name, value in s3_environment(endpoint).items():
+            mp.setenv(name, value)
+        client = boto3.client("s3", endpoint_url=endpoint)
+        client.create_bucket(Bucket=BUCKET)
+        yield client
 
 
 def _options(client) -> dict[str, str]:
