@@ -8,8 +8,9 @@ from tests.delta_spark import SPARK_CONF as DELTA_SPARK_CONF
 from tests.delta_spark import delta_jars, needs_delta_spark  # noqa: F401
 from tests.postgres import jdbc_jar, postgres  # noqa: F401  (one server per test session)
 
-# The folder says what a test needs: tests/spark the shared session, tests/e2e the CLI.
-FOLDER_MARKERS = {"spark": "spark", "e2e": "e2e"}
+# The folder says what a test needs: tests/spark the shared session, tests/e2e the CLI,
+# tests/cluster a standalone Spark cluster (and the CLI).
+FOLDER_MARKERS = {"spark": "spark", "e2e": "e2e", "cluster": "cluster"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,0 +1,192 @@
+"""The runner on a Spark standalone cluster (tests/cluster/conftest.py): executors in other
+processes with their own working directories and Python workers, tables on moto's S3 API.
+
+Every step is a new Spark application started as a user starts it: `runner run`, `runner
+compact`, `runner expand` with `spark.master: spark://...` in the spec, and `spark-submit`
+of the SparkApplication's main file (runner/k8s/driver.py, /opt/runner/driver.py in the
+image). Batches are merged by executor tasks (`driver_merge.max_rows: 0`), not on the
+driver. The results are compared with a pandas reference.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.cluster.conftest import Cluster, cluster_environment
+from tests.helpers import write_batch
+from tests.s3 import moto_server, s3_environment
+
+pytestmark = pytest.mark.cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNNER = [sys.executable, "-m", "runner"]
+BUCKET = "cluster-tests"
+DATA_COLUMNS = ["id", "city", "ts", "amount"]
+CITIES = ("ams", "sf", "nyc")
+RUN_TIMEOUT_S = 300
+
+
+@pytest.fixture(scope="module")
+def s3() -> dict[str, str]:
+    """A moto S3 API with one bucket; the environment that reaches it."""
+    boto3 = pytest.importorskip("boto3")
+    with moto_server() as endpoint:
+        boto3.client("s3", endpoint_url=endpoint, **_keys()).create_bucket(Bucket=BUCKET)
+        yield s3_environment(endpoint)
+
+
+def _keys() -> dict[str, str]:
+    return {"aws_access_key_id": "testing-key", "aws_secret_access_key": "testing-secret",
+            "region_name": "us-east-1"}  # fmt: skip
+
+
+def _batch(ids: range, ts: int, gone: frozenset[int] = frozenset()) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "id": list(ids),
+            "city": [CITIES[i % 3] for i in ids],
+            "ts": [ts] * len(ids),
+            "amount": [float(i * ts) for i in ids],
+            "gone": [i in gone for i in ids],
+        }
+    )
+
+
+def _upserted(stored: pd.DataFrame, batch: pd.DataFrame) -> pd.DataFrame:
+    """The batch's rows replace stored rows of the same key; `gone` rows delete them."""
+    kept = stored[~stored["id"].isin(batch["id"])]
+    return pd.concat([kept, batch[~batch["gone"]]])[DATA_COLUMNS]
+
+
+def _normalized(frame: pd.DataFrame) -> pd.DataFrame:
+    out = frame[DATA_COLUMNS].astype({"id": "int64", "ts": "int64", "amount": "float64"})
+    return out.sort_values("id").reset_index(drop=True)
+
+
+def _spec(work: Path, name: str, cluster: Cluster, **target) -> Path:
+    spec = {
+        "name": name,
+        "spark": {
+            "master": cluster.master,
+            "conf": {
+                "spark.executor.memory": "512m",
+                "spark.cores.max": "2",
+                "spark.driver.host": "127.0.0.1",
+                "spark.ui.enabled": "false",
+                "spark.sql.shuffle.partitions": "4",
+            },
+        },
+        "sources": [{"name": "src", "format": "parquet", "path": "in"}],
+        "target": {
+            "record_key": "id",
+            "precombine_field": "ts",
+            "key_generator": {"type": "SIMPLE", "partition_fields": "city"},
+            "index": {"buckets": 2},
+            "driver_merge": {"max_rows": 0},  # executor tasks merge, not the driver
+            **target,
+        },
+    }
+    path = work / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def _run(command: list[str], work: Path, cluster: Cluster, s3: dict[str, str]) -> str:
+    env = {**cluster_environment(), **s3}
+    done = subprocess.run(
+        command, cwd=work, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S
+    )
+    if done.returncode != 0:
+        pytest.fail(
+            f"{' '.join(command)} exited {done.returncode}\n{done.stdout[-3000:]}\n"
+            f"{done.stderr[-5000:]}\n{cluster.where_to_look()}"
+        )
+    return done.stdout
+
+
+def _read(uri: str, work: Path, cluster: Cluster, s3: dict[str, str]) -> pd.DataFrame:
+    out = _run([*RUNNER, "read", uri], work, cluster, s3)
+    return _normalized(pd.DataFrame([json.loads(line) for line in out.splitlines()]))
+
+
+def _summary(work: Path) -> dict:
+    return json.loads((work / "summary.json").read_text())
+
+
+def test_copy_on_write_table_on_s3_through_runner_and_spark_submit(cluster, s3, tmp_path):
+    uri = f"s3://{BUCKET}/warehouse/cow"
+    first = _batch(range(0, 60), ts=5)
+    write_batch(tmp_path, first)
+    spec = _spec(tmp_path, "cow", cluster, path=uri, operation="upsert", delete_marker="gone")
+    _run([*RUNNER, "run", str(spec), "--summary-json", "summary.json"], tmp_path, cluster, s3)
+    assert _summary(tmp_path)["inserted"] == 60
+
+    # the SparkApplication's driver: spark-submit of the image's main file with the spec
+    second = _batch(range(40, 100), ts=7, gone=frozenset({41, 45, 90}))
+    write_batch(tmp_path, second)
+    submit = [
+        str(Path(sys.executable).parent / "spark-submit"),
+        "--master", cluster.master,
+        "--conf", "spark.driver.host=127.0.0.1",
+        "--conf", "spark.executor.memory=512m",
+        str(ROOT / "runner" / "k8s" / "driver.py"),
+        str(spec), "--summary-json", "summary.json",
+    ]  # fmt: skip
+    _run(submit, tmp_path, cluster, s3)
+    summary = _summary(tmp_path)
+    assert summary["merged_on"].startswith("Spark executors"), summary["merged_on"]
+    assert (summary["updated"], summary["deleted"], summary["inserted"]) == (18, 2, 39)
+
+    expected = _normalized(_upserted(first[DATA_COLUMNS], second))
+    pd.testing.assert_frame_equal(_read(uri, tmp_path, cluster, s3), expected, check_dtype=False)
+    used = cluster.executor_dirs()
+    assert all(used.values()), f"an application ran on one worker only: {used}"
+
+
+def test_merge_on_read_and_compaction_on_s3_through_the_cluster(cluster, s3, tmp_path):
+    uri = f"s3://{BUCKET}/warehouse/mor"
+    spec = _spec(
+        tmp_path, "mor", cluster, path=uri, operation="upsert", table_type="MERGE_ON_READ",
+        delete_marker="gone", compaction={"max_delta_files": 10, "max_deleted_fraction": 0.9},
+    )  # fmt: skip
+    expected = pd.DataFrame(columns=DATA_COLUMNS)
+    for batch in (_batch(range(0, 50), ts=1), _batch(range(30, 70), ts=2, gone=frozenset({31}))):
+        write_batch(tmp_path, batch)
+        _run([*RUNNER, "run", str(spec), "--summary-json", "summary.json"], tmp_path, cluster, s3)
+        expected = _upserted(expected, batch)
+    assert _summary(tmp_path)["buckets_with_deletion_vectors"] > 0
+    pd.testing.assert_frame_equal(
+        _read(uri, tmp_path, cluster, s3), _normalized(expected), check_dtype=False
+    )
+    compacted = json.loads(_run([*RUNNER, "compact", str(spec), "--json"], tmp_path, cluster, s3))
+    assert compacted["deleted_rows"] == 20 and compacted["version"] is not None
+    pd.testing.assert_frame_equal(
+        _read(uri, tmp_path, cluster, s3), _normalized(expected), check_dtype=False
+    )
+
+
+def test_bucket_expansion_through_the_cluster(cluster, s3, tmp_path):
+    """On a path every process of this machine sees (expansion reads the table with Spark,
+    which has no S3 connector here)."""
+    table = tmp_path / "table"
+    rows = _batch(range(0, 300), ts=1)
+    write_batch(tmp_path, rows)
+    spec = _spec(tmp_path, "grow", cluster, path=str(table), operation="bulk_insert")
+    _run([*RUNNER, "run", str(spec)], tmp_path, cluster, s3)
+    expanded = _run(
+        [*RUNNER, "expand", str(spec), "--buckets", "4", "--json"], tmp_path, cluster, s3
+    )
+    grown = json.loads(expanded)["result"]
+    assert grown["rows"] == 300 and grown["version"] == 2
+    pd.testing.assert_frame_equal(
+        _read(str(table), tmp_path, cluster, s3), _normalized(rows), check_dtype=False
+    )
+    buckets = {int(p.name[:8]) for p in table.rglob("*.parquet")}
+    assert buckets == {0, 1, 2, 3}
