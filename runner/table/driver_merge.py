@@ -55,7 +55,7 @@ def mark_candidates(rows: pa.Table, precombine_field: str | None, dedupe: bool) 
         (RECORD_KEY, "ascending", "at_end"),
     ]
     ordering = rows
-    if dedupe and precombine_field:
+    if dedupe and precombine_field and precombine_field in rows.column_names:
         value = rows.column(precombine_field)
         if pa.types.is_floating(value.type):
             nan = pc.fill_null(pc.is_nan(value), False)

@@ -100,3 +100,10 @@ def test_rows_come_out_in_key_order_and_without_dedupe_all_are_candidates():
         "duplicate",
         "candidate",
     ]
+
+
+def test_a_delete_batch_without_the_precombine_column_keeps_one_row_per_key():
+    batch = _batch(["b", "a", "b"], [1.0, 2.0, 3.0]).drop_columns(["ts"])
+    marked = mark_candidates(batch, "ts", dedupe=True)
+    assert marked.column(ACTION).to_pylist() == ["candidate", "candidate", "duplicate"]
+    assert marked.column("row").to_pylist() == [1, 2, 0]  # ties: the later row wins
