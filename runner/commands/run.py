@@ -78,7 +78,7 @@ from runner.table.quarantine import append_quarantine
 from runner.table.schema import SchemaPlan, plan_schema
 from runner.table.snapshot import DataFile, Group, TableSnapshot, open_table
 from runner.table.storage import locate, writing
-from runner.table.writer import RESULT_SCHEMA
+from runner.table.writer import RESULT_SCHEMA, ExecutorJob
 
 log = structlog.get_logger(__name__)
 
@@ -441,20 +441,7 @@ class PipelineRun:
         job = self.write_strategy.job(request)
         self.write_rounds += 1
         if self.on_driver:
-            rows = mark_candidates(
-                driver_frame(incoming, schema).toArrow(), target.precombine_field, dedupes(target)
-            )
-            sizes = {g: sum(f.size for f in files) for g, files in stored_files.items()}
-            results = [
-                Row(**r)
-                for r in write_on_driver(
-                    job,
-                    rows,
-                    self._driver_threads(),
-                    self.write_rounds - 1,
-                    lambda g: sizes.get(g, 0),
-                )
-            ]
+            results = self._merge_on_driver(job, incoming, schema, stored_files)
         else:
             frame = write_frame(
                 incoming,
@@ -466,6 +453,25 @@ class PipelineRun:
         written = [r for r in results if r.path]
         log.info("files_written", files=len(written), bytes=sum(r.size for r in written))
         return results
+
+    def _merge_on_driver(
+        self,
+        job: ExecutorJob,
+        incoming: DataFrame,
+        schema: SchemaPlan,
+        stored_files: Mapping[Group, list[DataFile]],
+    ) -> list[Row]:
+        """The batch collected as Arrow, its winners picked and `job` run on driver threads,
+        buckets dealt by their stored bytes (runner/table/driver_merge.py)."""
+        target = self.target
+        rows = mark_candidates(
+            driver_frame(incoming, schema).toArrow(), target.precombine_field, dedupes(target)
+        )
+        sizes = {g: sum(f.size for f in files) for g, files in stored_files.items()}
+        results = write_on_driver(
+            job, rows, self._driver_threads(), self.write_rounds - 1, lambda g: sizes.get(g, 0)
+        )
+        return [Row(**r) for r in results]
 
     def _remerge(
         self,

@@ -12,7 +12,7 @@ with too many files or deleted rows is rewritten as copy-on-write would, in the 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -25,9 +25,7 @@ from runner.table.deletion_vectors import DeletionVector
 from runner.table.log_entry import NewDeletionVector
 from runner.table.snapshot import DataFile, Group
 from runner.table.storage import TableLocation
-from runner.table.writer import DeltaFileLimits, WriteJob
-
-ExecutorJob = Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+from runner.table.writer import DeltaFileLimits, ExecutorJob, WriteJob
 
 
 @dataclass(frozen=True)

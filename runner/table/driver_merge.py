@@ -11,18 +11,17 @@ would run (runner/table/writer.py), with a write token of its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from runner.table.bucket_merge import SEQ
 from runner.table.meta import BUCKET, PARTITION_PATH, RECORD_KEY
 from runner.table.snapshot import Group
-from runner.table.writer import ACTION, driver_task, split_groups
-
-ExecutorJob = Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+from runner.table.writer import ACTION, ExecutorJob, driver_task, run_bounds, split_groups
 
 _NAN_FIRST = "__runner_nan"  # sort helper: Spark orders NaN above every other number
 
@@ -64,24 +63,18 @@ def mark_candidates(rows: pa.Table, precombine_field: str | None, dedupe: bool) 
         keys.append((precombine_field, "descending", "at_end"))
     keys.append((SEQ, "descending", "at_end"))
     ordered = rows.take(pc.sort_indices(ordering, sort_keys=keys)).drop_columns([SEQ])
-    if dedupe:
-        first = _run_starts(ordered, [PARTITION_PATH, BUCKET, RECORD_KEY])
-        action = pc.if_else(first, "candidate", "duplicate")
-    else:
-        action = pa.array(["candidate"] * ordered.num_rows, pa.string())
+    first = np.ones(ordered.num_rows, dtype=bool)
+    if dedupe and ordered.num_rows:
+        # the first row of each (partition path, bucket, key) run wins; joined as
+        # split_groups joins a group
+        bucket = pc.cast(ordered.column(BUCKET), pa.string())
+        keys = pc.binary_join_element_wise(
+            ordered.column(PARTITION_PATH), bucket, ordered.column(RECORD_KEY), "\x00"
+        )
+        first[:] = False
+        first[[start for start, _ in run_bounds(keys)]] = True
+    action = pc.if_else(pa.array(first), "candidate", "duplicate")
     return ordered.append_column(ACTION, action)
-
-
-def _run_starts(table: pa.Table, columns: list[str]) -> pa.Array:
-    """True where a row's `columns` differ from the previous row's (the first row: True)."""
-    n = table.num_rows
-    if n == 0:
-        return pa.array([], pa.bool_())
-    differs = pa.array([False] * (n - 1), pa.bool_())
-    for name in columns:
-        column = table.column(name)
-        differs = pc.or_(differs, pc.not_equal(column.slice(1), column.slice(0, n - 1)))
-    return pa.concat_arrays([pa.array([True]), pa.chunked_array(differs).combine_chunks()])
 
 
 def write_on_driver(

@@ -20,7 +20,6 @@ from runner.errors import CommitConflictError, UserError
 from runner.table.log_entry import (
     NewFile,
     add_action,
-    check_log_writable,
     commit_info,
     now_ms,
     publish,
@@ -33,10 +32,10 @@ log = structlog.get_logger(__name__)
 
 
 def check_expandable(location: TableLocation) -> None:
-    """Refuses, before any work, a table whose layout commit cannot be published safely."""
-    what = "bucket expansion (runner expand, plan, index.expansion)"
-    check_log_writable(location, what)
+    """Refuses, before any work, a table expansion cannot rewrite: one on an object store
+    (once Spark can read one, publish() takes its commit as it takes compaction's)."""
     if not location.is_local:
+        what = "bucket expansion (runner expand, plan, index.expansion)"
         raise UserError(
             f"{location.uri}: {what} has Spark read the table's files to compute their new "
             "buckets, and Spark reaches S3 only through the hadoop-aws connector, which this "

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -46,6 +46,8 @@ from runner.table.snapshot import DataFile, Group
 from runner.table.storage import TableLocation
 
 ACTION = "__runner_action"
+# What mapInArrow runs on the executors (or runner/table/driver_merge.py on driver threads).
+ExecutorJob = Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 # Counted per bucket and summed into the run summary.
 COUNTED_ACTIONS = ("insert", "update", "deleted", "duplicate", "stale", "delete_missing")
 
