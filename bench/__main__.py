@@ -120,6 +120,12 @@ def main() -> None:
         help=f"one untimed run per system before the timed ones (default: only up to "
         f"{WARMUP_MAX_ROWS:,} rows; above, a warm-up costs minutes and JIT is noise)",
     )
+    parser.add_argument(
+        "--driver-merge-max-rows",
+        type=int,
+        help="target.driver_merge.max_rows of the runner's upserts (default: the spec's; "
+        "0 merges every batch in a Spark job, to compare with the merge on the driver)",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/results/write.json"))
     args = parser.parse_args()
     warmup = args.warmup if args.warmup is not None else args.rows <= WARMUP_MAX_ROWS
@@ -151,6 +157,7 @@ def main() -> None:
                 fractions,
                 skip=args.skip_peer,
                 warmup=warmup,
+                driver_merge_max_rows=args.driver_merge_max_rows,
             )
         if args.only in (None, "expand"):
             results += run_expand_benchmarks(

@@ -194,8 +194,11 @@ def run_write_benchmarks(
     fractions=FRACTIONS,
     skip: Iterable[str] = (),
     warmup: bool = True,
+    driver_merge_max_rows: int | None = None,
 ) -> list[dict]:
-    """The write scenarios; `skip` holds PEERS keys not to run (too slow at the size)."""
+    """The write scenarios; `skip` holds PEERS keys not to run (too slow at the size);
+    `driver_merge_max_rows` sets the runner upserts' target.driver_merge.max_rows (0: every
+    batch merged in a Spark job, for the comparison with the driver merge)."""
     skip = frozenset(skip)
     unknown = skip - PEERS.keys()
     assert not unknown, f"unknown peers {sorted(unknown)}; known: {sorted(PEERS)}"
@@ -273,6 +276,7 @@ def run_write_benchmarks(
                     skip,
                     skipped,
                     warmup,
+                    driver_merge_max_rows,
                 )
             )
     return results
@@ -297,6 +301,7 @@ def _upsert(
     skip,
     skipped,
     warmup,
+    driver_merge_max_rows,
 ):
     batch = make_rows(0, seed=3, ids=ids, ts=2)
     assert pc.count_distinct(batch["id"]).as_py() == batch.num_rows
@@ -313,7 +318,14 @@ def _upsert(
     peers: dict[str, float] = {}
 
     # the runner: the bulk-loaded table, copied fresh for every repeat
-    upsert_spec = spec_file(work, "upsert", "upsert", batch_src, work / "upsert_runner", buckets)
+    place = (
+        {}
+        if driver_merge_max_rows is None
+        else {"driver_merge": {"max_rows": driver_merge_max_rows}}
+    )
+    upsert_spec = spec_file(
+        work, "upsert", "upsert", batch_src, work / "upsert_runner", buckets, **place
+    )
 
     replaced_files: list[Path] = []
 
