@@ -504,6 +504,39 @@ def schema(markdown: bool) -> None:
     click.echo(spec_reference() if markdown else schema_path().read_text(), nl=False)
 
 
+@cli.command("fetch-jars")
+@click.option(
+    "--into",
+    type=click.Path(file_okay=False),
+    help="Also copy them into DIR (docker/jars for an image build).",
+)
+@click.option("--check", is_flag=True, help="Only say whether Spark has them; fetch nothing.")
+def fetch_jars(into: str | None, check: bool) -> None:
+    """Fetch Spark's S3 connector (hadoop-aws and its AWS SDK bundle) from Maven Central.
+
+    Spark needs it to read sources on s3:// and to expand tables there. The jars (about
+    550 MB) go into the jar cache (~/.cache/runner/jars; RUNNER_JAR_CACHE moves it), where
+    every later run finds them. Needs `mvn`. The image has them already.
+    """
+    from runner import s3_connector
+
+    what = s3_connector.describe()
+    if check:
+        if s3_connector.on_spark_classpath():
+            click.echo(f"{what}: on Spark's classpath ({s3_connector.spark_jar_dir()})")
+            return
+        found = s3_connector.connector_jars()
+        if found is None:
+            raise UserError(f"{what}: not fetched yet; run `runner fetch-jars`")
+        click.echo(f"{what}: {', '.join(found)}")
+        return
+    cached = s3_connector.connector_jars() is not None
+    if not cached:
+        click.echo(f"fetching {what} from Maven Central (about 550 MB)...", err=True)
+    for jar in s3_connector.fetch(Path(into) if into else None):
+        click.echo(jar)
+
+
 @cli.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--image", help="Container image of the runner (see the Dockerfile).")

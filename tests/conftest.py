@@ -7,6 +7,7 @@ import pytest
 from tests.delta_spark import SPARK_CONF as DELTA_SPARK_CONF
 from tests.delta_spark import delta_jars, needs_delta_spark  # noqa: F401
 from tests.postgres import jdbc_jar, postgres  # noqa: F401  (one server per test session)
+from tests.s3 import connector_jars, needs_s3_connector  # noqa: F401
 
 # The folder says what a test needs: tests/spark the shared session, tests/e2e the CLI,
 # tests/cluster a standalone Spark cluster (and the CLI).
@@ -32,12 +33,13 @@ def spark():
     # delta-spark, the reference Delta reader (fetched once into a cache, [] when it cannot
     # be): its session extension is static, so it joins here or never (tests/delta_spark.py)
     delta = delta_jars()
+    s3 = connector_jars()  # Spark's S3 connector: S3 sources, expansion of S3 tables
     conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}
     session = spark_session(
         SparkSettings(master="local[2]", conf={**conf, **(DELTA_SPARK_CONF if delta else {})}),
         app_name="tests",
         console_progress=False,
-        jars=([jar] if jar else []) + delta,
+        jars=([jar] if jar else []) + delta + s3,
     )
     yield session
     session.stop()

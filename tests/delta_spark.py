@@ -16,18 +16,15 @@ The shared `spark` fixture (tests/conftest.py) starts its one session with these
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
-import re
-import shutil
-import subprocess
-import tempfile
-import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from runner.errors import EnvironmentProblem
+from runner.maven import cache_root, ensure_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -41,10 +38,6 @@ ARTIFACTS = (
     f"io.delta:delta-spark_{SCALA_VERSION}:{DELTA_VERSION}",
     f"io.delta:delta-storage:{DELTA_VERSION}",
 )
-# Pinned, so that the fetch does not depend on the default that a Maven version picks.
-DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
-FETCH_TIMEOUT_S = 600
-
 EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 SPARK_CONF = {
     # Required: without it delta-spark reads a table with deletion vectors WITHOUT applying
@@ -60,89 +53,20 @@ SPARK_CONF = {
 }
 
 
-def _cache_root() -> Path:
-    if os.environ.get("RUNNER_JAR_CACHE"):
-        return Path(os.environ["RUNNER_JAR_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    return Path(base) / "runner" / "jars"
-
-
 def jar_dir() -> Path:
-    return _cache_root() / f"delta-{DELTA_VERSION}_{SCALA_VERSION}"
-
-
-def _jar_name(coordinate: str) -> str:
-    _, artifact, version = coordinate.split(":")
-    return f"{artifact}-{version}.jar"
-
-
-def _complete(directory: Path) -> list[str] | None:
-    """The jar paths when every jar is there and is a readable zip, else None."""
-    paths = [directory / _jar_name(c) for c in ARTIFACTS]
-    if all(p.is_file() and zipfile.is_zipfile(p) for p in paths):
-        return [str(p) for p in paths]
-    return None
-
-
-def _fetch(mvn: str, into: Path) -> str | None:
-    """Copy ARTIFACTS into `into` with Maven; None, or why it failed."""
-    for coordinate in ARTIFACTS:
-        cmd = [mvn, "-q", "-B", "-C", "-Dstyle.color=never"]
-        cmd += [f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact={coordinate}:jar"]
-        cmd += [f"-DoutputDirectory={into}"]
-        try:
-            res = subprocess.run(
-                cmd,
-                cwd=into,  # no pom.xml there: Maven runs without a project
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=FETCH_TIMEOUT_S,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"`mvn dependency:copy {coordinate}` failed: {exc}"
-        if res.returncode != 0:
-            out = re.sub(r"\x1b\[[0-9;]*m", "", res.stdout + res.stderr)  # colour codes
-            errors = [ln for ln in out.splitlines() if ln.startswith("[ERROR]") and ln[8:]]
-            detail = errors[0] if errors else out.strip()[-500:]
-            return f"`mvn dependency:copy {coordinate}` exited {res.returncode}: {detail}"
-    return None
+    return cache_root() / f"delta-{DELTA_VERSION}_{SCALA_VERSION}"
 
 
 @functools.cache
 def _resolve() -> tuple[tuple[str, ...], str | None]:
     """(jar paths, None) or ((), why not). Runs Maven at most once per test session."""
-    final = jar_dir()
-    found = _complete(final)
-    if found:
-        return tuple(found), None
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        return (), (
-            f"delta-spark {DELTA_VERSION} jars are not in {final} and there is no `mvn` to "
-            "fetch them: `./dev test` installs Maven when run as root with apt-get; or "
-            "`sudo apt-get install -y maven`"
-        )
-    final.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
     try:
-        problem = _fetch(mvn, staging)
-        if problem:
-            return (), f"could not fetch delta-spark {DELTA_VERSION} from Maven Central: {problem}"
-        if _complete(staging) is None:
-            return (), f"Maven left incomplete delta-spark jars in {staging}"
-        staging.chmod(0o755)  # mkdtemp made it 0700
-        if final.exists() and _complete(final) is None:
-            shutil.rmtree(final, ignore_errors=True)  # an incomplete earlier copy
-        # Fails when another test session got there first: then its copy serves.
-        with contextlib.suppress(OSError):
-            staging.rename(final)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    found = _complete(final)
-    if found:
-        return tuple(found), None
-    return (), f"delta-spark jars in {final} are incomplete after fetching them"
+        return tuple(ensure_jars(jar_dir().name, ARTIFACTS)), None
+    except EnvironmentProblem as exc:
+        return (), (
+            f"delta-spark {DELTA_VERSION} jars are not in {jar_dir()} and cannot be fetched: "
+            f"{exc} (`./dev test` installs Maven when run as root with apt-get)"
+        )
 
 
 def delta_jars() -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import socket
 import subprocess
 import sys
@@ -11,6 +12,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+
+from runner import s3_connector
+from runner.errors import EnvironmentProblem
 
 KEY, SECRET = "testing-key", "testing-secret"
 
@@ -61,3 +65,27 @@ def s3_environment(endpoint: str) -> dict[str, str]:
         "AWS_REGION": "us-east-1",
         "AWS_ENDPOINT_URL": endpoint,
     }
+
+
+@functools.cache
+def _connector() -> tuple[tuple[str, ...], str | None]:
+    """(jars, None) or ((), why not): Spark's S3 connector, fetched once into the jar cache
+    (runner fetch-jars does the same). Runs Maven at most once per test session."""
+    try:
+        return tuple(s3_connector.fetch()), None
+    except EnvironmentProblem as exc:
+        return (), str(exc)
+
+
+def connector_jars() -> list[str]:
+    """The connector's jars for the shared session ([] when they cannot be had)."""
+    return list(_connector()[0])
+
+
+@pytest.fixture
+def needs_s3_connector(spark):
+    """The shared session, able to read S3 (file sources, expansion); skips saying why not."""
+    problem = _connector()[1]
+    if problem:
+        pytest.skip(f"Spark's S3 connector unavailable: {problem}")
+    return spark

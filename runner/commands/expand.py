@@ -22,14 +22,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from runner import faults
+from runner import faults, s3_connector
 from runner.errors import RunnerError, UserError
 from runner.index.bucket import layout_bucket_column
 from runner.index.layout import PARTITION_BUCKETS, BucketLayout
 from runner.index.naming import new_file_id, new_instant
 from runner.ops.summary import human_size
 from runner.ops.uncommitted import remove_uncommitted
-from runner.session import spark_session
+from runner.session import spark_session, under_spark_submit
 from runner.spec.model import PipelineSpec, Target
 from runner.table.config import check_table_settings
 from runner.table.layout_commit import check_expandable, commit_relayout
@@ -42,7 +42,7 @@ from runner.table.regroup_writer import (
     RehashJob,
 )
 from runner.table.snapshot import DataFile, TableSnapshot, open_table
-from runner.table.storage import is_local
+from runner.table.storage import TableLocation, locate
 
 log = structlog.get_logger(__name__)
 
@@ -236,6 +236,7 @@ def run_expansion(
 ) -> ExpandSummary:
     """Rewrite the plan's partitions into their new buckets and commit them in one version."""
     started = time.perf_counter()
+    let_spark_read(spark, snapshot.location)
     summary = ExpandSummary(snapshot.uri, plan.policy, new_instant())
     summary.shuffle = plan.policy == "overwrite"
     summary.buckets_after = _layout_dict(plan.layout_after)
@@ -245,10 +246,9 @@ def run_expansion(
     file_ids = {g: new_file_id(g[1]) for g in new_groups}
     schema, fault = snapshot.arrow_schema(), faults.requested()
     if plan.policy == "multiple_rehash":
-        root = snapshot.location.filesystem()[1]
-        local_files = {f"{root}/{f.path}": f for f in files}
+        by_name = {f.path.rsplit("/", 1)[-1]: f for f in files}
         job: RehashJob | RegroupJob = RehashJob(
-            snapshot.location, summary.instant, schema, file_ids, local_files, fault
+            snapshot.location, summary.instant, schema, file_ids, by_name, fault
         )
     else:
         job = RegroupJob(snapshot.location, summary.instant, schema, file_ids, fault)
@@ -373,8 +373,31 @@ def expand_table(
     log.info("expansion_planned", **{k: v for k, v in plan.to_dict().items() if k != "partitions"})
     if dry_run:
         return plan, None
-    spark = spark or spark_session(spec.spark, f"{spec.name}-expand", console_progress)
+    spark = spark or spark_session(
+        spec.spark,
+        f"{spec.name}-expand",
+        console_progress,
+        jars=table_reading_jars(snapshot.location),
+    )
     return plan, run_expansion(spark, snapshot, target, plan)
+
+
+def _reading(location: TableLocation) -> str:
+    return f"bucket expansion of {location.uri} (Spark reads the table's files)"
+
+
+def table_reading_jars(location: TableLocation) -> list[str]:
+    """Jars a new session needs to read the table's files: the S3 connector's on S3."""
+    if location.is_local:
+        return []
+    return s3_connector.jars_to_add(_reading(location), under_spark_submit())
+
+
+def let_spark_read(spark: SparkSession, location: TableLocation) -> None:
+    """Give the session what it needs to read the table's files (on S3: the connector's
+    settings, from the table's)."""
+    if not location.is_local:
+        s3_connector.enable(spark, location.settings, _reading(location))
 
 
 def automatic(target: Target) -> bool:
@@ -384,12 +407,11 @@ def automatic(target: Target) -> bool:
 
 def check_automatic_expansion(target: Target) -> None:
     """Before a run: the automatic expansion after its commit must be possible at all."""
-    if automatic(target) and not is_local(target.path):
-        raise UserError(
-            f"target.index.expansion.max_bucket_bytes asks for automatic bucket expansion, "
-            f"which needs the table on a local or mounted file system; {target.path} is on an "
-            "object store. Remove max_bucket_bytes (or set policy: none) for this target"
-        )
+    if not automatic(target):
+        return
+    table = locate(target.path)
+    check_expandable(table)
+    table_reading_jars(table)  # refuses when Spark could not read the table
 
 
 def expand_if_due(spark: SparkSession, spec: PipelineSpec) -> ExpandSummary | None:

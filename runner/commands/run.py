@@ -19,10 +19,15 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import BooleanType, StructType
 
-from runner import faults, logs
+from runner import faults, logs, s3_connector
 from runner.commands.clean import clean_table
 from runner.commands.compact import compact_if_due
-from runner.commands.expand import check_automatic_expansion, expand_if_due
+from runner.commands.expand import (
+    automatic,
+    check_automatic_expansion,
+    expand_if_due,
+    table_reading_jars,
+)
 from runner.errors import CommitConflictError, UnreadableFileError, UserError
 from runner.index.layout import BucketLayout
 from runner.index.naming import new_file_id, new_instant
@@ -57,14 +62,20 @@ from runner.ops.quality import (
 )
 from runner.ops.summary import RunSummary, Stages
 from runner.ops.uncommitted import remove_files, remove_uncommitted
-from runner.session import spark_session
+from runner.session import spark_session, under_spark_submit
 from runner.sources.bad_input import reading
 from runner.sources.checkpoint import FIELD as CHECKPOINT_FIELD
 from runner.sources.checkpoint import Origin, StartingPoints, last_checkpoints, starting_points
 from runner.sources.file_rows import why_spark_sends_rows
 from runner.sources.jdbc import driver_jars
 from runner.sources.model import SourcePlan
-from runner.sources.plan import nothing_new, plan_database_reads, plan_sources, read_input
+from runner.sources.plan import (
+    nothing_new,
+    plan_database_reads,
+    plan_sources,
+    read_input,
+    sources_on_s3,
+)
 from runner.spec.model import PipelineSpec, Target
 from runner.table.bulk_writer import BULK_RESULT_SCHEMA, OCCUPIED, BulkJob
 from runner.table.commit import BucketClash, add_columns, commit_files, create_table
@@ -223,10 +234,18 @@ class PipelineRun:
                 _commit_checkpoints_only(spec, summary, self.snapshot, plans, points)
             _nothing_new(summary, plans, stages)
             return False
+        on_s3 = sources_on_s3(spec)
         with stages.stage("start"):
+            jars = driver_jars(spec.sources)
+            if on_s3:
+                jars += s3_connector.jars_to_add(on_s3[0], under_spark_submit())
+            if automatic(self.target):
+                jars += table_reading_jars(self.table)
             self.spark = self.spark or spark_session(
-                spec.spark, spec.name, self.console_progress, jars=driver_jars(spec.sources)
+                spec.spark, spec.name, self.console_progress, jars=list(dict.fromkeys(jars))
             )
+            if on_s3:
+                s3_connector.enable(self.spark, on_s3[1].settings, on_s3[0])
         with stages.stage("sources"):
             self.plans = plan_database_reads(self.spark, plans)
         if nothing_new(self.plans):  # a JDBC source knows only once it has asked the database

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from runner.errors import UserError
+from runner.table.storage import S3_SCHEMES, locate, scheme
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class FileCheckpoint:
 
 @dataclass(frozen=True)
 class NewFiles:
-    root: str  # the directory, as the file system names it
+    root: str  # the directory, as Spark names it (the scheme of the source kept)
     paths: list[str]  # full paths of the files to read, oldest first
     until: FileCheckpoint | None  # the checkpoint once they are committed
     bytes: int
@@ -60,7 +61,12 @@ def list_new_files(uri: str, since: FileCheckpoint | None) -> NewFiles:
     Hidden files and directories (names starting with `.` or `_`, as Spark skips them) are
     not data.
     """
-    fs, root = pafs.FileSystem.from_uri(uri) if "://" in uri else (pafs.LocalFileSystem(), uri)
+    if scheme(uri) in S3_SCHEMES:  # the settings every S3 URI of the runner is read with
+        fs, root = locate(uri).filesystem()
+    elif "://" in uri:
+        fs, root = pafs.FileSystem.from_uri(uri)
+    else:
+        fs, root = pafs.LocalFileSystem(), uri
     info = fs.get_file_info(root)
     if info.type == pafs.FileType.NotFound:
         raise UserError(f"source path {uri} does not exist")
@@ -87,14 +93,14 @@ def list_new_files(uri: str, since: FileCheckpoint | None) -> NewFiles:
             fresh.append((stamp, name, f))
     fresh.sort(key=lambda t: (t[0], t[1]))
     if not fresh:
-        return NewFiles(base, [], since, 0)
+        return NewFiles(_full(uri, base), [], since, 0)
     newest = fresh[-1][0]
     names = {name for mtime, name, _ in fresh if mtime == newest}
     if since is not None and since.mtime_ns == newest:
         names |= set(since.names)
     paths = [_full(uri, f.path) for _, _, f in fresh]
     until = FileCheckpoint(newest, tuple(sorted(names)))
-    return NewFiles(base, paths, until, sum(f.size or 0 for _, _, f in fresh))
+    return NewFiles(_full(uri, base), paths, until, sum(f.size or 0 for _, _, f in fresh))
 
 
 def _stamp(info: pafs.FileInfo, local: bool) -> int:

@@ -33,9 +33,22 @@ from runner.spec.model import PipelineSpec, Source
 from runner.spec.secrets import resolve
 from runner.table.meta import COMMIT_TIME
 from runner.table.reader import drop_deleted_rows
-from runner.table.storage import locate
+from runner.table.storage import S3_SCHEMES, TableLocation, locate, scheme
 
 FILE_FORMATS = ("parquet", "csv", "json", "orc")
+
+
+def sources_on_s3(spec: PipelineSpec) -> tuple[str, TableLocation] | None:
+    """The first source Spark reads from S3 (what needs it, for messages) and its location
+    with the environment's S3 settings; None when Spark reads no source there."""
+    for source in spec.sources:
+        if source.format not in (*FILE_FORMATS, "delta") or not source.path:
+            continue
+        where = f"source '{source.name}'"
+        path = resolve(source.path, where=where)
+        if scheme(path) in S3_SCHEMES:
+            return f"{where} ({source.path})", locate(path)
+    return None
 
 
 def plan_sources(

@@ -16,10 +16,11 @@ from typing import Any
 
 import structlog
 
-from runner.errors import CommitConflictError, UserError
+from runner.errors import CommitConflictError
 from runner.table.log_entry import (
     NewFile,
     add_action,
+    check_log_writable,
     commit_info,
     now_ms,
     publish,
@@ -32,16 +33,8 @@ log = structlog.get_logger(__name__)
 
 
 def check_expandable(location: TableLocation) -> None:
-    """Refuses, before any work, a table expansion cannot rewrite: one on an object store
-    (once Spark can read one, publish() takes its commit as it takes compaction's)."""
-    if not location.is_local:
-        what = "bucket expansion (runner expand, plan, index.expansion)"
-        raise UserError(
-            f"{location.uri}: {what} has Spark read the table's files to compute their new "
-            "buckets, and Spark reaches S3 only through the hadoop-aws connector, which this "
-            "runner does not put on its classpath yet. Expand a copy on a local or mounted "
-            "file system, or use a table there"
-        )
+    """Refuses, before any work, a table whose layout commit the runner cannot publish."""
+    check_log_writable(location, "bucket expansion (runner expand, plan, index.expansion)")
 
 
 def commit_relayout(

@@ -27,7 +27,7 @@ from runner.table.meta import BUCKET, PARTITION_PATH
 from runner.table.parquet_file import OpenFiles, conform
 from runner.table.reader import ROW_INDEX, SOURCE_FILE
 from runner.table.snapshot import DataFile, Group
-from runner.table.storage import TableLocation, local_path
+from runner.table.storage import TableLocation
 from runner.table.writer import run_bounds, split_groups, task_token
 
 REGROUP_RESULT_SCHEMA = pa.schema(
@@ -88,10 +88,10 @@ class _Outputs:
 class RehashJob:
     """mapInArrow over (SOURCE_FILE, ROW_INDEX, _partition_path, _bucket) rows of old files.
 
-    `files` maps each old file's local path to the file. Rows a deletion vector deletes
-    are not read by Spark and not copied. The files of one old bucket come one after the
-    other (expansion_frame sorts by file when a bucket has several), and write into the
-    same open files of their new buckets.
+    `files` maps each old file's name (unique in a runner table) to the file. Rows a
+    deletion vector deletes are not read by Spark and not copied. The files of one old
+    bucket come one after the other (expansion_frame sorts by file when a bucket has
+    several), and write into the same open files of their new buckets.
     """
 
     table: TableLocation
@@ -130,24 +130,24 @@ class RehashJob:
     ) -> Generator[pa.RecordBatch, None, Group]:
         """Write one old file's live rows into its new buckets' files; those of the
         previous old bucket are closed first. Returns the file's (old) bucket."""
-        local = local_path(spark_path) or spark_path
-        if local not in self.files:
+        stored = self.files.get(spark_path.rsplit("/", 1)[-1])
+        if stored is None:
             raise RunnerError(f"Spark read {spark_path}, which is not a file of this expansion")
+        path = f"{out.root}/{stored.path}"  # in the table's file system, as pyarrow names it
         keys = pa.Table.from_batches(pieces)
         pp = keys.column(PARTITION_PATH)[0].as_py()
-        stored = self.files[local]
         if (stored.partition_path, stored.bucket) != old_bucket:
             yield from out.close_all()
-        rows = pq.ParquetFile(local, filesystem=out.fs)
+        rows = pq.ParquetFile(path, filesystem=out.fs)
         count = rows.metadata.num_rows
         live = keep_mask(out.fs, out.root, stored.deletion_vector, count)
         if keys.num_rows != int(live.sum()):
-            raise RunnerError(f"{local}: Spark read {keys.num_rows} of its {live.sum()} live rows")
+            raise RunnerError(f"{path}: Spark read {keys.num_rows} of its {live.sum()} live rows")
         # the new bucket of every live row, in file order, whatever order Spark gave them in
         buckets = np.full(count, -1, dtype=np.int32)
         buckets[keys.column(ROW_INDEX).to_numpy()] = keys.column(BUCKET).to_numpy()
         if (buckets[live] < 0).any():
-            raise RunnerError(f"{local}: Spark did not read every live row of it once")
+            raise RunnerError(f"{path}: Spark did not read every live row of it once")
         offset = 0
         for batch in rows.iter_batches():
             part = pa.Table.from_batches([batch])

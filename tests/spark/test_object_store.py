@@ -11,6 +11,7 @@ import json
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable, write_deltalake
@@ -18,13 +19,16 @@ from deltalake import DeltaTable, write_deltalake
 from runner.cli import cli
 from runner.commands.clean import clean_table
 from runner.commands.compact import compact_table
-from runner.commands.expand import expand_table
+from runner.commands.expand import expand_table, plan_expansion, run_expansion
 from runner.commands.run import run_pipeline
-from runner.errors import UserError
+from runner.errors import CommitConflictError, EnvironmentProblem, UserError
+from runner.index.naming import parse_data_file_name
 from runner.spec import load_spec
+from runner.table.commit import commit_files
 from runner.table.log_entry import publish
+from runner.table.snapshot import open_table
 from runner.table.storage import locate
-from tests.helpers import write_batch, write_spec
+from tests.helpers import read_table, write_batch, write_spec
 from tests.s3 import KEY, SECRET, moto_server, s3_environment
 
 pytestmark = pytest.mark.spark
@@ -198,22 +202,214 @@ def test_an_s3_prefix_with_other_objects_is_not_taken_for_a_new_table(s3, spark,
     assert _objects(s3, "warehouse/old/") == ["warehouse/old/part-0.parquet"]
 
 
-def test_expansion_on_s3_is_refused_clearly(spark, written, tmp_path):
-    spec = written[0]
-    with pytest.raises(UserError, match="hadoop-aws connector"):
-        expand_table(spec, buckets=8, dry_run=True)
-    automatic = write_spec(
-        tmp_path,
+def _put_parquet(uri: str, frame: pd.DataFrame) -> None:
+    fs, path = locate(uri).filesystem()
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, filesystem=fs)
+
+
+def _table_rows(s3, uri: str) -> pd.DataFrame:
+    table = DeltaTable(uri, storage_options=_options(s3))
+    return pd.DataFrame(pa.table(table.scan().read_all()).to_pandas())
+
+
+def _upsert_target(path: str, buckets: int = 2, **extra) -> dict:
+    return {
+        "path": path,
+        "operation": "upsert",
+        "record_key": "id",
+        "precombine_field": "ts",
+        "key_generator": {"type": "SIMPLE", "partition_fields": "city"},
+        "index": {"buckets": buckets},
+        **extra,
+    }
+
+
+def test_new_files_on_s3_are_read_once(s3, needs_s3_connector, tmp_path):
+    """A file source on S3 (Spark reads it through the S3 connector, with the settings of
+    the environment) is listed incrementally: each file is ingested once."""
+    spark = needs_s3_connector
+    landing = f"s3://{BUCKET}/landing/trips"
+    source = {"name": "src", "format": "parquet", "path": landing, "incremental": "new_files"}
+    target = _upsert_target(f"s3://{BUCKET}/warehouse/from_s3")
+    spec = load_spec(write_spec(tmp_path, target, name="from_s3", sources=[source]))
+    first, second = _batch(range(0, 30), ts=5), _batch(range(20, 50), ts=7)
+    _put_parquet(f"{landing}/a.parquet", first)
+    created = run_pipeline(spec, spark=spark)
+    assert (created.inserted, created.sources["src"]["files"]) == (30, 1)
+    _put_parquet(f"{landing}/day=2/b.parquet", second)
+    upserted = run_pipeline(spec, spark=spark)
+    assert (upserted.rows_read, upserted.updated, upserted.inserted) == (30, 10, 20)
+    assert run_pipeline(spec, spark=spark).nothing_new
+    expected = _reference(first, second)
+    pd.testing.assert_frame_equal(_normalized(_table_rows(s3, target["path"])), expected)
+
+
+def test_csv_and_delta_sources_on_s3(s3, needs_s3_connector, written, tmp_path):
+    """A csv source read whole (a record that does not parse is reported, not lost) and the
+    S3 table of this module as a Delta source, joined by a transform."""
+    spark = needs_s3_connector
+    fs, root = locate(f"s3://{BUCKET}/landing/cities").filesystem()
+    with fs.open_output_stream(f"{root}/cities.csv") as out:
+        out.write(b"city,country\nams,NL\nsf,US\nnyc,US\nnot,a,record,at,all\n")
+    sources = [
+        {"name": "trips", "format": "delta", "path": TABLE},
         {
-            "path": f"s3://{BUCKET}/warehouse/auto",
-            "operation": "insert",
-            "record_key": "id",
-            "index": {"buckets": 2, "expansion": {"max_bucket_bytes": 1000}},
+            "name": "cities",
+            "format": "csv",
+            "path": f"s3://{BUCKET}/landing/cities",
+            "options": {"header": "true"},
+            "schema": "city string, country string",
+            "on_bad_record": "drop",
         },
+    ]
+    target = _upsert_target(str(tmp_path / "joined"))
+    spec = load_spec(
+        write_spec(
+            tmp_path,
+            target,
+            name="joined",
+            sources=sources,
+            transform={
+                "sql": "SELECT t.id, t.city, t.ts, t.amount, c.country "
+                "FROM trips t JOIN cities c USING (city)"
+            },
+        )
     )
-    write_batch(tmp_path, _batch(range(3), ts=1))
-    with pytest.raises(UserError, match="automatic bucket expansion"):
-        run_pipeline(load_spec(automatic), spark=spark)
+    summary = run_pipeline(spec, spark=spark)
+    expected = written[3].assign(country=lambda f: f["city"].map({"ams": "NL"}).fillna("US"))
+    rows = read_table(tmp_path / "joined")
+    assert summary.rejected_by_rule == {"malformed_record": 1}
+    pd.testing.assert_frame_equal(
+        _normalized(rows).assign(country=rows.sort_values(["city", "id"])["country"].values),
+        expected,
+    )
+
+
+def _expandable(s3, spark, tmp_path, name: str, table_type: str = "COPY_ON_WRITE"):
+    """A table on S3 after a load and an upsert (with deletion vectors when merge-on-read),
+    and its pandas reference."""
+    target = _upsert_target(
+        f"s3://{BUCKET}/warehouse/{name}", table_type=table_type, delete_marker="gone"
+    )
+    spec = load_spec(write_spec(tmp_path, target, name=name))
+    first = _batch(range(0, 120), ts=5).assign(gone=False)
+    second = _batch(range(100, 140), ts=7).assign(gone=[i % 10 == 0 for i in range(100, 140)])
+    write_batch(tmp_path, first)
+    run_pipeline(spec, spark=spark)
+    write_batch(tmp_path, second)
+    run_pipeline(spec, spark=spark)
+    kept = second[~second["gone"]]
+    return spec, _normalized(pd.concat([first[~first["id"].isin(second["id"])], kept]))
+
+
+def _buckets_on_s3(s3, uri: str) -> dict[str, set[int]]:
+    """Each partition's bucket ids, from the names of the table's live files."""
+    table = DeltaTable(uri, storage_options=_options(s3))
+    found: dict[str, set[int]] = {}
+    for path in table.get_add_actions(flatten=True)["path"].to_pylist():
+        partition, name = path.rsplit("/", 1)
+        found.setdefault(partition, set()).add(parse_data_file_name(name).bucket)
+    return found
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_bucket_expansion_on_s3(s3, needs_s3_connector, tmp_path, table_type):
+    """multiple_rehash 2 -> 4, then overwrite 4 -> 6, on S3: the same rows, every file in
+    its new bucket, each expansion one commit published with S3's conditional put."""
+    spark = needs_s3_connector
+    spec, expected = _expandable(s3, spark, tmp_path, f"grow_{table_type.lower()}", table_type)
+    uri = spec.target.path
+    version = DeltaTable(uri, storage_options=_options(s3)).version()
+    _, done = expand_table(spec, 4, "multiple_rehash", spark=spark)
+    assert done is not None and done.version == version + 1 and not done.shuffle
+    assert set(map(frozenset, _buckets_on_s3(s3, uri).values())) == {frozenset(range(4))}
+    pd.testing.assert_frame_equal(_normalized(_table_rows(s3, uri)), expected)
+    _, done = expand_table(spec, 6, "overwrite", spark=spark)
+    assert done is not None and done.version == version + 2
+    assert set(map(frozenset, _buckets_on_s3(s3, uri).values())) == {frozenset(range(6))}
+    pd.testing.assert_frame_equal(_normalized(_table_rows(s3, uri)), expected)
+
+
+def test_automatic_expansion_on_s3(s3, needs_s3_connector, tmp_path):
+    spark = needs_s3_connector
+    target = _upsert_target(
+        f"s3://{BUCKET}/warehouse/auto",
+        index={"buckets": 2, "expansion": {"factor": 2, "max_bucket_bytes": 1500}},
+    )
+    spec = load_spec(write_spec(tmp_path, target, name="auto"))
+    batch = _batch(range(0, 300), ts=1)
+    write_batch(tmp_path, batch)
+    summary = run_pipeline(spec, spark=spark)
+    assert summary.expansion is not None and summary.expansion["version"] == summary.version + 1
+    assert {len(b) for b in _buckets_on_s3(s3, target["path"]).values()} == {4}
+    pd.testing.assert_frame_equal(_normalized(_table_rows(s3, target["path"])), _normalized(batch))
+
+
+def test_expansion_races_on_s3(s3, needs_s3_connector, tmp_path):
+    """The layout commit on S3: a writer that read the old layout cannot commit after it;
+    an expansion whose version another writer took moves on top when that writer touched
+    other partitions, and commits nothing when it touched the expanded ones."""
+    spark = needs_s3_connector
+    spec, _ = _expandable(s3, spark, tmp_path, "race")
+    uri = spec.target.path
+
+    stale = open_table(uri)
+    expand_table(spec, 4, "multiple_rehash", spark=spark)
+    some_file = stale.files()[0]
+    with pytest.raises(CommitConflictError, match=r"settings .* changed"):
+        commit_files(
+            stale,
+            stale.arrow_schema(),
+            [],
+            [some_file],
+            {(some_file.partition_path, some_file.bucket)},
+            {"operation": "upsert"},
+        )
+
+    def expansion_overtaken_by(rows: pd.DataFrame, partition: str):
+        before = open_table(uri)
+        plan = plan_expansion(before, spec.target, 8, "multiple_rehash", [partition])
+        write_batch(tmp_path, rows)
+        other = run_pipeline(spec, spark=spark)  # takes the version the expansion read
+        assert other.version == before.version + 1
+        return run_expansion(spark, before, spec.target, plan)
+
+    nyc = _batch(range(2, 60, 3), ts=9).assign(gone=False)  # ids 2 mod 3: city nyc
+    done = expansion_overtaken_by(nyc, "sf")
+    assert done.version == open_table(uri).version  # moved on top of the upsert
+    ams = _batch(range(0, 60, 3), ts=11).assign(gone=False)
+    with pytest.raises(CommitConflictError, match="changed files of the partitions"):
+        expansion_overtaken_by(ams, "ams")
+    assert {p: len(b) for p, b in _buckets_on_s3(s3, uri).items()} == {
+        "ams": 4,
+        "sf": 8,
+        "nyc": 4,
+    }
+
+
+def test_without_the_connector_spark_reads_of_s3_say_how_to_get_it(
+    s3, written, tmp_path, monkeypatch
+):
+    """No connector in the jar cache (and none among pyspark's jars): an expansion of an
+    S3 table and a run with an S3 source stop before Spark starts, naming the command that
+    fetches it; the plan, which reads only the log, still works."""
+    monkeypatch.setenv("RUNNER_JAR_CACHE", str(tmp_path / "empty-cache"))
+    spec_file = str(written[0].file)
+    version = DeltaTable(TABLE, storage_options=_options(s3)).version()
+    planned = CliRunner().invoke(cli, ["plan", spec_file, "--buckets", "8"])
+    assert planned.exit_code == 0, planned.output
+    expanded = CliRunner().invoke(cli, ["expand", spec_file, "--buckets", "8"])
+    said = str(expanded.exception)  # main() prints it: `failed: ...`, exit 1
+    assert isinstance(expanded.exception, EnvironmentProblem)
+    assert "hadoop-aws 3.4.1" in said and "`runner fetch-jars`" in said
+    assert f"bucket expansion of {TABLE}" in said
+    source = {"name": "src", "format": "parquet", "path": f"s3://{BUCKET}/landing/none"}
+    other = write_spec(tmp_path, _upsert_target(str(tmp_path / "t")), sources=[source])
+    ran = CliRunner().invoke(cli, ["run", str(other)])
+    assert isinstance(ran.exception, EnvironmentProblem)
+    assert f"source 'src' (s3://{BUCKET}/landing/none): Spark reads S3" in str(ran.exception)
+    assert DeltaTable(TABLE, storage_options=_options(s3)).version() == version
+    assert not (tmp_path / "t").exists()
 
 
 def test_quarantine_on_s3(s3, spark, tmp_path):
