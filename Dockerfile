@@ -8,7 +8,8 @@
 #                  JVM jars go in docker/jars/, since fetching them needs Maven Central)
 # Build context inputs (each optional, empty but for a README by default):
 #   docker/certs/*.crt   extra CA certificates, trusted by apt, pip, Python and Java
-#   docker/jars/*.jar    extra JVM jars, put on Spark's classpath
+#   docker/jars/*.jar    extra JVM jars, put on Spark's classpath: Spark's S3 connector with
+#                        `runner fetch-jars --into docker/jars` (for sources on S3)
 ARG BASE_IMAGE=python:3.11-slim-bookworm
 FROM ${BASE_IMAGE}
 

@@ -16,12 +16,15 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
 from tests.cluster.conftest import Cluster, cluster_environment
 from tests.helpers import write_batch
-from tests.s3 import moto_server, s3_environment
+from tests.s3 import connector_jars, moto_server, s3_environment
 
 pytestmark = pytest.mark.cluster
 
@@ -70,7 +73,7 @@ def _normalized(frame: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values("id").reset_index(drop=True)
 
 
-def _spec(work: Path, name: str, cluster: Cluster, **target) -> Path:
+def _spec(work: Path, name: str, cluster: Cluster, sources=None, **target) -> Path:
     spec = {
         "name": name,
         "spark": {
@@ -83,7 +86,7 @@ def _spec(work: Path, name: str, cluster: Cluster, **target) -> Path:
                 "spark.sql.shuffle.partitions": "4",
             },
         },
-        "sources": [{"name": "src", "format": "parquet", "path": "in"}],
+        "sources": sources or [{"name": "src", "format": "parquet", "path": "in"}],
         "target": {
             "record_key": "id",
             "precombine_field": "ts",
@@ -172,21 +175,39 @@ def test_merge_on_read_and_compaction_on_s3_through_the_cluster(cluster, s3, tmp
     )
 
 
-def test_bucket_expansion_through_the_cluster(cluster, s3, tmp_path):
-    """On a path every process of this machine sees (expansion reads the table with Spark,
-    which has no S3 connector here)."""
-    table = tmp_path / "table"
+def test_s3_sources_and_bucket_expansion_through_the_cluster(cluster, s3, tmp_path):
+    """Spark's S3 connector on a cluster: executors read new files from S3 and, for the
+    expansion, the table's files there, with the settings the driver's environment gave."""
+    if not connector_jars():
+        pytest.skip("Spark's S3 connector could not be fetched (see tests/s3.py)")
+    landing, uri = f"s3://{BUCKET}/landing/grow", f"s3://{BUCKET}/warehouse/grow"
+    root = landing[len("s3://") :]
+    fs = pafs.S3FileSystem(
+        access_key=s3["AWS_ACCESS_KEY_ID"],
+        secret_key=s3["AWS_SECRET_ACCESS_KEY"],
+        region=s3["AWS_REGION"],
+        endpoint_override=s3["AWS_ENDPOINT_URL"].split("://", 1)[1],
+        scheme="http",
+    )
     rows = _batch(range(0, 300), ts=1)
-    write_batch(tmp_path, rows)
-    spec = _spec(tmp_path, "grow", cluster, path=str(table), operation="bulk_insert")
-    _run([*RUNNER, "run", str(spec)], tmp_path, cluster, s3)
+    for name, part in (("a", rows[:200]), ("b", rows[200:])):
+        table = pa.Table.from_pandas(part, preserve_index=False)
+        pq.write_table(table, f"{root}/{name}.parquet", filesystem=fs)
+    source = {"name": "src", "format": "parquet", "path": landing, "incremental": "new_files"}
+    spec = _spec(tmp_path, "grow", cluster, [source], path=uri, operation="bulk_insert")
+    _run([*RUNNER, "run", str(spec), "--summary-json", "summary.json"], tmp_path, cluster, s3)
+    assert _summary(tmp_path)["sources"]["src"]["files"] == 2
     expanded = _run(
         [*RUNNER, "expand", str(spec), "--buckets", "4", "--json"], tmp_path, cluster, s3
     )
     grown = json.loads(expanded)["result"]
     assert grown["rows"] == 300 and grown["version"] == 2
     pd.testing.assert_frame_equal(
-        _read(str(table), tmp_path, cluster, s3), _normalized(rows), check_dtype=False
+        _read(uri, tmp_path, cluster, s3), _normalized(rows), check_dtype=False
     )
-    buckets = {int(p.name[:8]) for p in table.rglob("*.parquet")}
-    assert buckets == {0, 1, 2, 3}
+    inspected = json.loads(_run([*RUNNER, "inspect", uri, "--json"], tmp_path, cluster, s3))
+    assert inspected["buckets_default"] == 4 and inspected["rows"] == 300
+    for partition in inspected["partitions"]:  # every new bucket holds rows
+        assert [b["bucket"] for b in partition["bucket_detail"] if b["rows"]] == [0, 1, 2, 3]
+    used = cluster.executor_dirs()
+    assert all(used.values()), f"an application ran on one worker only: {used}"

@@ -25,6 +25,8 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 
+from tests.s3 import connector_jars, moto_server, s3_environment
+
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("RUNNER_TEST_CACHE", ROOT / "tmp" / "cache"))
 SUITE = "bookworm"  # the Debian release of the Dockerfile's default base image
@@ -157,6 +159,9 @@ def _context(workdir: Path) -> Path:
     shutil.copytree(ROOT, context, ignore=skip)
     if HOST_CA.exists():  # HTTPS here goes through a proxy whose CA only the host trusts
         shutil.copy(HOST_CA, context / "docker" / "certs" / "host-ca.crt")
+    # Spark's S3 connector, as `runner fetch-jars --into docker/jars` puts it before a build
+    for jar in connector_jars():
+        os.link(jar, context / "docker" / "jars" / Path(jar).name)
     return context
 
 
@@ -269,6 +274,43 @@ def test_docker_run_runs_a_spec_and_the_cluster_entry_runs_the_next(docker, imag
     table = DeltaTable(str(work / "warehouse" / "events"))
     assert table.version() == 2
     pd.testing.assert_frame_equal(_table(work / "warehouse" / "events"), _expected([first, second]))
+
+
+def test_the_image_reads_a_source_on_s3_under_spark_submit(docker, image, work):
+    """The connector baked into the image is on Spark's classpath: the driver pod's command
+    reads a json source from S3 (moto on the host) with the settings of its environment."""
+    if not connector_jars():
+        pytest.skip("Spark's S3 connector could not be fetched, so the image has none")
+    boto3 = pytest.importorskip("boto3")
+    records = _records(3, 50, 40)
+    spec = _spec("events-s3", "s3://landing/events")
+    with moto_server() as endpoint:
+        env = s3_environment(endpoint)
+        client = boto3.client("s3", **_boto_args(env))
+        client.create_bucket(Bucket="landing")
+        body = "".join(json.dumps(r) + "\n" for r in records).encode()
+        client.put_object(Bucket="landing", Key="events/part-0.json", Body=body)
+        (work / "pipeline.yaml").write_text(yaml.safe_dump(spec))
+        _open(work)
+        mount = ["--rm", "--network", "host", "-v", f"{work}:/work"]
+        mount += [arg for name, value in env.items() for arg in ("-e", f"{name}={value}")]
+        checked = docker("run", *mount, image, "fetch-jars", "--check")
+        assert "on Spark's classpath" in checked.stdout, checked.stdout + checked.stderr
+        submit = ["driver", "--master", "local[2]", "--conf", "spark.ui.enabled=false"]
+        submit += ["--name", "events-s3", "local:///opt/runner/driver.py", "/work/pipeline.yaml"]
+        done = docker("run", *mount, image, *submit)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "events-s3: upsert committed version 1" in done.stdout
+    pd.testing.assert_frame_equal(_table(work / "warehouse" / "events"), _expected([records]))
+
+
+def _boto_args(env: dict[str, str]) -> dict[str, str]:
+    return {
+        "endpoint_url": env["AWS_ENDPOINT_URL"],
+        "aws_access_key_id": env["AWS_ACCESS_KEY_ID"],
+        "aws_secret_access_key": env["AWS_SECRET_ACCESS_KEY"],
+        "region_name": env["AWS_REGION"],
+    }
 
 
 def test_image_renders_and_checks_manifests_and_runs_as_non_root(docker, image, work):

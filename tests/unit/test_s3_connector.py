@@ -1,0 +1,76 @@
+"""Spark's S3 connector: which jars, and the S3A settings derived from a table's settings."""
+
+from __future__ import annotations
+
+import zipfile
+
+import pytest
+
+from runner import s3_connector
+from runner.errors import EnvironmentProblem
+
+
+def test_the_versions_follow_pysparks_hadoop():
+    hadoop = s3_connector.hadoop_version()
+    aws, sdk = s3_connector.coordinates()
+    assert aws == f"org.apache.hadoop:hadoop-aws:{hadoop}"
+    assert sdk == f"software.amazon.awssdk:bundle:{s3_connector.SDK_FOR_HADOOP[hadoop]}"
+
+
+def test_keys_endpoint_and_region_become_s3a_settings():
+    conf = s3_connector.hadoop_conf(
+        {
+            "AWS_ACCESS_KEY_ID": "k",
+            "AWS_SECRET_ACCESS_KEY": "s",
+            "AWS_SESSION_TOKEN": "t",
+            "AWS_REGION": "eu-west-1",
+            "AWS_ENDPOINT_URL": "http://127.0.0.1:9000",
+        }
+    )
+    assert conf["fs.s3.impl"] == conf["fs.s3a.impl"] == s3_connector.S3A  # s3:// reads as s3a://
+    assert (conf["fs.s3a.access.key"], conf["fs.s3a.secret.key"]) == ("k", "s")
+    assert conf["fs.s3a.session.token"] == "t"
+    assert conf["fs.s3a.aws.credentials.provider"].endswith("TemporaryAWSCredentialsProvider")
+    assert conf["fs.s3a.endpoint.region"] == "eu-west-1"
+    assert conf["fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+    assert conf["fs.s3a.path.style.access"] == "true"
+    assert conf["fs.s3a.connection.ssl.enabled"] == "false"
+
+
+def test_without_keys_s3a_keeps_its_default_credential_chain():
+    conf = s3_connector.hadoop_conf({"AWS_REGION": "us-east-1"})
+    assert not any("key" in k or "provider" in k or k == "fs.s3a.endpoint" for k in conf)
+
+
+def test_a_missing_connector_says_how_to_get_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("RUNNER_JAR_CACHE", str(tmp_path))
+    monkeypatch.setattr(s3_connector, "on_spark_classpath", lambda: False)
+    assert s3_connector.connector_jars() is None
+    with pytest.raises(EnvironmentProblem, match=r"source 'x'.*`runner fetch-jars`"):
+        s3_connector.jars_to_add("source 'x'", under_spark_submit=False)
+    assert s3_connector.jars_to_add("source 'x'", under_spark_submit=True) == []
+
+
+def test_the_bundle_loses_only_packages_pyspark_has(tmp_path, monkeypatch):
+    """Classes of a package pyspark's jars hold go (they would shadow Spark's); the SDK's
+    own classes and other files stay."""
+    spark_jars = tmp_path / "spark"
+    spark_jars.mkdir()
+    with zipfile.ZipFile(spark_jars / "slf4j-api.jar", "w") as z:
+        z.writestr("org/slf4j/Logger.class", b"spark's")
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    with zipfile.ZipFile(staging / "bundle-2.24.6.jar", "w") as z:
+        z.writestr("org/slf4j/Logger.class", b"old")
+        z.writestr("org/slf4j/helpers/Util.class", b"old, a package pyspark lacks")
+        z.writestr("software/amazon/awssdk/S3.class", b"sdk")
+        z.writestr("META-INF/services/x", b"service")
+    monkeypatch.setattr(s3_connector, "spark_jar_dir", lambda: spark_jars)
+    s3_connector._drop_spark_packages(staging)
+    with zipfile.ZipFile(staging / "bundle-2.24.6.jar") as z:
+        assert sorted(z.namelist()) == [
+            "META-INF/services/x",
+            "org/slf4j/helpers/Util.class",
+            "software/amazon/awssdk/S3.class",
+        ]
+        assert z.read("software/amazon/awssdk/S3.class") == b"sdk"
