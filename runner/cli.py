@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -502,6 +504,80 @@ def schema(markdown: bool) -> None:
     from runner.spec.docs import spec_reference
 
     click.echo(spec_reference() if markdown else schema_path().read_text(), nl=False)
+
+
+@cli.command(
+    "import-hudi",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": True},
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A property, over the file's and --hoodie-conf's (repeatable).",
+)
+@click.option(
+    "-o",
+    "--out",
+    type=click.Path(dir_okay=False),
+    help="Write the spec to this file (default: print it).",
+)
+@click.argument("streamer_args", nargs=-1, type=click.UNPROCESSED, metavar="[PROPS] [FLAGS]...")
+def import_hudi(
+    overrides: tuple[str, ...], out: str | None, streamer_args: tuple[str, ...]
+) -> None:
+    """Turn a HoodieStreamer job into a spec: [PROPS] and HoodieStreamer's flags.
+
+    \b
+      runner import-hudi streamer.properties --target-base-path s3://lake/trips \\
+          --target-table trips --table-type COPY_ON_WRITE --op UPSERT \\
+          --source-ordering-field ts -o pipeline.yaml
+
+    Takes HoodieStreamer's own flags (--props, --hoodie-conf, --source-class for the DFS
+    sources, --transformer-class SqlQueryBasedTransformer, --filter-dupes...). The spec
+    starts with what each property became and, for each one not imported, why. It is
+    validated before it is written. docs/hudi-migration.md has the whole table.
+    """
+    from runner.spec import load_spec
+    from runner.spec.hudi_import import import_streamer, parse_streamer_args, read_properties
+
+    args = list(streamer_args)
+    props = args.pop(0) if args and not args[0].startswith("-") else None
+    flags, confs, transformers = parse_streamer_args(args)
+    files = [p for p in (props, flags.get("--props")) if p]
+    if len(files) > 1:
+        raise UserError(f"two properties files ({files[0]}, --props {files[1]}): give one")
+    values: dict[str, str] = {}
+    if files:
+        values.update(read_properties(Path(files[0].removeprefix("file://"))))
+    for pair in (*confs, *overrides):
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"{pair!r} is not KEY=VALUE")
+        values[key.strip()] = value.strip()
+    imported = import_streamer(values, flags, transformers)
+    text = imported.to_yaml(files[0] if files else "the command line")
+    # validated where it goes: relative paths in a spec are read from its directory
+    directory = Path(out).resolve().parent if out else Path.cwd()
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=directory, delete=False) as f:
+        f.write(text)
+    try:
+        load_spec(f.name)
+        if out:
+            os.replace(f.name, out)
+    except InvalidSpecError as exc:
+        # the file is not kept, so its line numbers would point nowhere: the fields say it
+        problems = re.sub(rf"^{re.escape(f.name)}:\d+:\d+: ", "  ", str(exc), flags=re.M)
+        raise UserError(f"the imported spec does not validate:\n{problems}") from exc
+    finally:
+        if os.path.exists(f.name):
+            os.unlink(f.name)
+    if not out:
+        click.echo(text, nl=False)
+        return
+    counts = f"{len(imported.mapped)} settings mapped, {len(imported.skipped)} not imported"
+    click.echo(f"wrote {out} ({counts}: see its first lines)", err=True)
 
 
 @cli.command("fetch-jars")

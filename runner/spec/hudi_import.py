@@ -1,0 +1,484 @@
+"""`runner import-hudi`: a HoodieStreamer job (properties file and command line) as a spec.
+
+Each property and flag is either mapped to a spec field, or listed as not imported with the
+reason; a setting whose meaning the runner cannot keep (an operation, source or merge
+payload it does not have) stops the import instead of being approximated. Key generator
+properties go into `key_generator.properties` unchanged, where the spec loader reads them
+with Hudi's meaning (runner/spec/hudi_props.py), so their checks live in one place.
+
+The properties file is read as Hudi's DFSPropertiesConfiguration reads it: `#` starts a
+comment line, `include=FILE` reads FILE (relative to the including file) in place, the
+separator is the first `=` (else the first space), whitespace runs collapse to one space,
+later definitions win. `hoodie.streamer.*` wins over its old `hoodie.deltastreamer.*` name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runner.errors import UserError
+from runner.spec import hudi_props
+
+SOURCES = "org.apache.hudi.utilities.sources."
+SOURCE_FORMATS = {
+    f"{SOURCES}JsonDFSSource": "json",
+    f"{SOURCES}ParquetDFSSource": "parquet",
+    f"{SOURCES}CsvDFSSource": "csv",
+    f"{SOURCES}ORCDFSSource": "orc",
+}
+DEFAULT_SOURCE = f"{SOURCES}JsonDFSSource"
+SQL_TRANSFORMER = "org.apache.hudi.utilities.transform.SqlQueryBasedTransformer"
+OPERATIONS = {"UPSERT": "upsert", "INSERT": "insert", "BULK_INSERT": "bulk_insert"}
+PAYLOADS = "org.apache.hudi.common.model."
+PAYLOAD_MERGE_MODES = {
+    f"{PAYLOADS}OverwriteWithLatestAvroPayload": "commit_time",
+    f"{PAYLOADS}DefaultHoodieRecordPayload": "event_time",
+    f"{PAYLOADS}EventTimeAvroPayload": "event_time",
+}
+MERGE_MODES = {"COMMIT_TIME_ORDERING": "commit_time", "EVENT_TIME_ORDERING": "event_time"}
+HUDI_DEFAULT_BUCKETS = 256  # hoodie.bucket.index.num.buckets
+SOURCE_NAME = "src"
+
+# Ordering (precombine) field properties, most specific first (after the command line).
+ORDERING_PROPS = (
+    "hoodie.table.ordering.fields",
+    "hoodie.datasource.write.precombine.field",
+    "hoodie.table.precombine.field",
+    "hoodie.payload.ordering.field",
+)
+TABLE_NAME_PROPS = ("hoodie.table.name", "hoodie.datasource.write.table.name")
+
+# HoodieStreamer flags: those that take a value, and switches.
+VALUE_FLAGS = {
+    "--target-base-path",
+    "--target-table",
+    "--table-type",
+    "--base-file-format",
+    "--props",
+    "--hoodie-conf",
+    "--source-class",
+    "--source-ordering-field",
+    "--source-ordering-fields",
+    "--payload-class",
+    "--merge-mode",
+    "--record-merge-mode",
+    "--op",
+    "--transformer-class",
+    "--source-limit",
+    "--min-sync-interval-seconds",
+    "--checkpoint",
+    "--schemaprovider-class",
+    "--spark-master",
+    "--spark-app-name",
+}
+SWITCHES = {"--filter-dupes", "--continuous", "--enable-hive-sync", "--enable-sync"}
+
+
+def read_properties(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, str]:
+    """A properties file as Hudi's DFSPropertiesConfiguration reads it."""
+    path = path.resolve()
+    if path in seen:
+        raise UserError(f"{path}: include loop ({' -> '.join(str(p) for p in (*seen, path))})")
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise UserError(f"cannot read properties file {path}: {exc.strerror}") from exc
+    props: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        line = re.sub(r"\s+", " ", line)
+        if "=" not in line and " " not in line.strip():
+            continue
+        sep = "=" if "=" in line else " "
+        key, value = (part.strip() for part in line.split(sep, 1))
+        if key == "include":
+            props.update(read_properties(path.parent / value, (*seen, path)))
+        elif key:
+            props[key] = value
+    return props
+
+
+def parse_streamer_args(args: Sequence[str]) -> tuple[dict[str, str], list[str], list[str]]:
+    """HoodieStreamer's command line: (flag -> last value, "true" for a switch), and the
+    --hoodie-conf and --transformer-class values in order (both repeatable)."""
+    flags: dict[str, str] = {}
+    confs: list[str] = []
+    transformers: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name, _, inline = arg.partition("=")
+        if not name.startswith("--"):
+            raise UserError(f"unexpected argument {arg!r}: give HoodieStreamer's flags")
+        takes_value = name in VALUE_FLAGS or (
+            name not in SWITCHES and i + 1 < len(args) and not args[i + 1].startswith("--")
+        )
+        if name in SWITCHES or not takes_value:
+            value, i = "true", i + 1
+        elif inline:
+            value, i = inline, i + 1
+        elif i + 1 < len(args):
+            value, i = args[i + 1], i + 2
+        else:
+            raise UserError(f"{name} needs a value")
+        if name == "--hoodie-conf":
+            confs.append(value)
+        elif name == "--transformer-class":
+            transformers += [t.strip() for t in value.split(",") if t.strip()]
+        flags[name] = value
+    return flags, confs, transformers
+
+
+@dataclass
+class Imported:
+    spec: dict[str, Any]
+    mapped: list[tuple[str, str]] = field(default_factory=list)  # (setting, spec field)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (setting, why)
+
+    def to_yaml(self, origin: str) -> str:
+        import yaml
+
+        lines = [f"# Imported by `runner import-hudi` from {origin}."]
+        if self.mapped:
+            lines.append("# Mapped:")
+            lines += [f"#   {what} -> {to}" for what, to in self.mapped]
+        if self.skipped:
+            lines.append("# Not imported:")
+            lines += [f"#   {what}: {why}" for what, why in self.skipped]
+        body = yaml.safe_dump(self.spec, sort_keys=False, width=100)
+        return "\n".join(lines) + "\n" + body
+
+
+_SKIP_REASONS = (
+    (
+        re.compile(r"^hoodie\.(upsert|insert|bulkinsert|delete)\.shuffle\.parallelism$"),
+        "Spark decides: spark.conf spark.sql.shuffle.partitions; the writers follow buckets",
+    ),
+    (
+        re.compile(r"^hoodie\.(datasource\.hive_sync|meta\.sync|meta_sync)\."),
+        "no catalog sync: the Delta table is read by path (or registered by its reader)",
+    ),
+    (
+        re.compile(r"^hoodie\.(compact|compaction)\."),
+        "merge-on-read compaction is per bucket here: target.compaction (max_delta_files, "
+        "max_deleted_fraction)",
+    ),
+    (
+        re.compile(r"^hoodie\.(cleaner|clean)\.(?!commits\.retained$)"),
+        "cleaning keeps commits by count and age: target.cleaning",
+    ),
+    (
+        re.compile(r"^hoodie\.(parquet|logfile|metadata|embed\.timeline|write\.concurrency)"),
+        "the runner sets its own file, metadata and concurrency settings (Delta log, "
+        "optimistic commits)",
+    ),
+)
+
+
+def import_streamer(
+    props: Mapping[str, str], flags: Mapping[str, str], transformers: Sequence[str]
+) -> Imported:
+    """The spec of a HoodieStreamer job; `props` already holds --hoodie-conf and --set."""
+    used: set[str] = set()
+    out = Imported({})
+
+    def prop(*names: str) -> tuple[str, str] | None:
+        """The first of `names` set to a value; all of them count as read (empty: unset)."""
+        found = None
+        for name in names:
+            if name in props:
+                used.add(name)
+                if found is None and props[name].strip():
+                    found = (name, props[name].strip())
+                elif found is not None:
+                    out.skipped.append((name, f"{found[0]} is set too, and wins"))
+        return found
+
+    def streamer(suffix: str) -> tuple[str, str] | None:
+        """hoodie.streamer.SUFFIX, else its old name hoodie.deltastreamer.SUFFIX."""
+        return prop(f"hoodie.streamer.{suffix}", f"hoodie.deltastreamer.{suffix}")
+
+    # name: HoodieStreamer sets hoodie.table.name from --target-table
+    name_prop = prop(*TABLE_NAME_PROPS)
+    name_from = ("--target-table", flags["--target-table"]) if "--target-table" in flags else None
+    if name_from and name_prop:
+        out.skipped.append((name_prop[0], "--target-table wins (HoodieStreamer sets it from that)"))
+    name_from = name_from or name_prop
+    if name_from is None:
+        raise UserError("no table name: give --target-table (or hoodie.table.name)")
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", name_from[1]).lstrip(".-") or "imported"
+    out.mapped.append((name_from[0], "name"))
+
+    # source
+    source_class = flags.get("--source-class", DEFAULT_SOURCE)
+    fmt = SOURCE_FORMATS.get(source_class)
+    if fmt is None:
+        known = ", ".join(c.rsplit(".", 1)[1] for c in SOURCE_FORMATS)
+        raise UserError(
+            f"--source-class {source_class}: the runner imports the DFS sources ({known}); "
+            "write the spec's sources by hand for this one (jdbc, delta and files are there)"
+        )
+    root = streamer("source.dfs.root")
+    if root is None:
+        raise UserError(
+            "no source path: the DFS sources read hoodie.streamer.source.dfs.root "
+            "(or hoodie.deltastreamer.source.dfs.root); set it with --set"
+        )
+    source: dict[str, Any] = {
+        "name": SOURCE_NAME,
+        "format": fmt,
+        "path": root[1],
+        "incremental": "new_files",
+    }
+    out.mapped.append((f"--source-class {source_class.rsplit('.', 1)[1]}", "sources[0].format"))
+    # Hudi's DFS sources read the files newer than their checkpoint: new_files
+    out.mapped.append((root[0], "sources[0].path, incremental: new_files"))
+    if fmt == "csv":
+        options = {}
+        for key in sorted(props):
+            for prefix in ("hoodie.deltastreamer.csv.", "hoodie.streamer.csv."):
+                if key.startswith(prefix):
+                    used.add(key)
+                    options[key[len(prefix) :]] = props[key]
+                    out.mapped.append((key, f"sources[0].options.{key[len(prefix) :]}"))
+        if options:
+            source["options"] = options
+    schema_file = streamer("schemaprovider.source.schema.file")
+    if schema_file or "--schemaprovider-class" in flags:
+        out.skipped.append(
+            (
+                schema_file[0] if schema_file else "--schemaprovider-class",
+                "Spark infers the source schema; give sources[0].schema (Spark DDL) to fix it",
+            )
+        )
+
+    # transform
+    spec: dict[str, Any] = {"name": name, "description": f"Imported HoodieStreamer job {name}"}
+    spec["sources"] = [source]
+    if transformers:
+        sql_prop, sql = _transform_sql(transformers, streamer)
+        spec["transform"] = {"sql": sql}
+        out.mapped.append((sql_prop, f"transform.sql (<SRC> is the source's view, {SOURCE_NAME})"))
+
+    # target
+    target: dict[str, Any] = {}
+    if "--target-base-path" not in flags:
+        raise UserError("no table path: give --target-base-path")
+    target["path"] = flags["--target-base-path"]
+    out.mapped.append(("--target-base-path", "target.path"))
+    table_type = (
+        flags.get("--table-type") or (prop("hoodie.datasource.write.table.type") or ("", ""))[1]
+    )
+    if table_type:
+        if table_type.upper() not in ("COPY_ON_WRITE", "MERGE_ON_READ"):
+            raise UserError(f"--table-type {table_type}: use COPY_ON_WRITE or MERGE_ON_READ")
+        target["table_type"] = table_type.upper()
+        out.mapped.append(("--table-type", "target.table_type"))
+    op = flags.get("--op", "UPSERT").upper()
+    if op not in OPERATIONS:
+        raise UserError(
+            f"--op {op} has no equivalent: the runner's operations are "
+            f"{', '.join(OPERATIONS)} (and delete, for a batch of keys)"
+        )
+    target["operation"] = OPERATIONS[op]
+    out.mapped.append((f"--op {op}", "target.operation"))
+    prop("hoodie.datasource.write.operation")  # HoodieStreamer reads --op, not this
+
+    ordering = None
+    for flag in ("--source-ordering-fields", "--source-ordering-field"):
+        if flag in flags:
+            ordering = (flag, flags[flag])
+            break
+    ordering = ordering or prop(*ORDERING_PROPS)
+    if ordering:
+        fields_ = [f.strip() for f in ordering[1].split(",") if f.strip()]
+        if len(fields_) > 1:
+            raise UserError(
+                f"{ordering[0]} {ordering[1]}: the runner orders records by one field; "
+                "combine them into one column in a transform, e.g. a struct or a timestamp"
+            )
+        target["precombine_field"] = fields_[0]
+        out.mapped.append((ordering[0], "target.precombine_field"))
+    merge_mode = _merge_mode(flags, prop, out, has_ordering=bool(ordering))
+    if merge_mode:
+        target["merge_mode"] = merge_mode
+    if flags.get("--filter-dupes") == "true":
+        if target["operation"] == "upsert":
+            raise UserError(
+                "--filter-dupes with --op UPSERT: HoodieStreamer refuses it too (updates "
+                "would be missed); use --op INSERT"
+            )
+        target["filter_dupes"] = True
+        out.mapped.append(("--filter-dupes", "target.filter_dupes"))
+
+    key_props = {k: props[k] for k in props if _keygen_property(k)}
+    used.update(key_props)
+    if hudi_props.RECORD_KEY not in key_props:
+        raise UserError(
+            f"no record key: set {hudi_props.RECORD_KEY} (the runner does not generate keys)"
+        )
+    target["key_generator"] = {"properties": key_props}
+    out.mapped += [(k, "target.key_generator.properties") for k in key_props]
+
+    target["index"] = _index(props, prop, out)
+    retained = prop("hoodie.cleaner.commits.retained")
+    if retained:
+        target["cleaning"] = {"retain_commits": int(retained[1])}
+        out.mapped.append((retained[0], "target.cleaning.retain_commits"))
+    spec["target"] = target
+
+    _command_line_notes(flags, out)
+    for key in sorted(props):
+        if key not in used:
+            out.skipped.append((key, _why_skipped(key)))
+    out.spec = spec
+    return out
+
+
+def _keygen_property(key: str) -> bool:
+    return key in hudi_props.KNOWN or key.startswith(
+        (hudi_props.TIMEBASED_PREFIX, hudi_props.TIMEBASED_OLD_PREFIX)
+    )
+
+
+def _transform_sql(transformers: Sequence[str], streamer: Any) -> tuple[str, str]:
+    if len(transformers) > 1:
+        raise UserError(
+            f"--transformer-class lists {len(transformers)} transformers; the runner has one "
+            "SQL transform: fold them into one query"
+        )
+    ident, _, cls = transformers[0].rpartition(":")
+    if cls != SQL_TRANSFORMER:
+        raise UserError(
+            f"--transformer-class {cls}: only SqlQueryBasedTransformer has an equivalent "
+            "(transform.sql); rewrite this one as SQL"
+        )
+    found = streamer(f"transformer.sql{'.' + ident if ident else ''}")
+    if found is None:
+        raise UserError(
+            "SqlQueryBasedTransformer without hoodie.streamer.transformer.sql: set the query"
+        )
+    return found[0], str(found[1]).replace("<SRC>", SOURCE_NAME)
+
+
+def _merge_mode(flags: Mapping[str, str], prop: Any, out: Imported, has_ordering: bool) -> str:
+    for flag in ("--merge-mode", "--record-merge-mode"):
+        if flag in flags:
+            mode = flags[flag].upper()
+            if mode not in MERGE_MODES:
+                raise UserError(f"{flag} {mode}: only {', '.join(MERGE_MODES)} have equivalents")
+            out.mapped.append((flag, "target.merge_mode"))
+            return MERGE_MODES[mode]
+    mode_prop = prop("hoodie.write.record.merge.mode", "hoodie.record.merge.mode")
+    if mode_prop:
+        mode = mode_prop[1].upper()
+        if mode not in MERGE_MODES:
+            raise UserError(
+                f"{mode_prop[0]}={mode}: only {', '.join(MERGE_MODES)} have equivalents"
+            )
+        out.mapped.append((mode_prop[0], "target.merge_mode"))
+        return MERGE_MODES[mode]
+    payload = ("--payload-class", flags["--payload-class"]) if "--payload-class" in flags else None
+    payload = payload or prop("hoodie.datasource.write.payload.class")
+    if payload:
+        cls = payload[1] if "." in payload[1] else PAYLOADS + payload[1]
+        if cls not in PAYLOAD_MERGE_MODES:
+            raise UserError(
+                f"{payload[0]} {payload[1]}: the runner merges as OverwriteWithLatestAvroPayload "
+                "(commit_time), DefaultHoodieRecordPayload or EventTimeAvroPayload (event_time); "
+                "this payload has no equivalent yet"
+            )
+        out.mapped.append((payload[0], "target.merge_mode"))
+        return PAYLOAD_MERGE_MODES[cls]
+    # Hudi 1.x: EVENT_TIME_ORDERING when an ordering field is set, else COMMIT_TIME_ORDERING
+    mode = "event_time" if has_ordering else "commit_time"
+    why = f"(no merge mode: Hudi's default with {'an' if has_ordering else 'no'} ordering field)"
+    out.mapped.append((why, f"target.merge_mode {mode}"))
+    return mode
+
+
+def _index(props: Mapping[str, str], prop: Any, out: Imported) -> dict[str, Any]:
+    index: dict[str, Any] = {}
+    kind = prop("hoodie.index.type")
+    engine = prop("hoodie.index.bucket.engine")
+    if kind and kind[1].upper() == "BUCKET":
+        # the bucket of a key is Spark's Murmur3 here, not Hudi's hashCode: ids differ
+        out.mapped.append((kind[0], "target.index (BUCKET_HASH_INDEX, Spark's Murmur3 hash)"))
+    else:
+        out.skipped.append(
+            (
+                kind[0] if kind else "hoodie.index.type",
+                f"{kind[1] if kind else 'unset'}: runner tables are always bucket-indexed "
+                "(target.index); their bucket hash is Spark's Murmur3, not Hudi's (docs/design.md)",
+            )
+        )
+    if engine and engine[1].upper() == "SIMPLE":
+        out.mapped.append((engine[0], "target.index (one file group per bucket)"))
+    elif engine:
+        out.skipped.append(
+            (
+                engine[0],
+                f"{engine[1]}: buckets grow by `runner expand` (multiple_rehash splits "
+                "bucket i into i, i+N, ...), not by consistent hashing",
+            )
+        )
+    buckets = prop(hudi_props.NUM_BUCKETS)
+    index["buckets"] = int(buckets[1]) if buckets else HUDI_DEFAULT_BUCKETS
+    out.mapped.append(
+        (
+            buckets[0] if buckets else f"(Hudi's default {HUDI_DEFAULT_BUCKETS})",
+            "target.index.buckets",
+        )
+    )
+    hash_field = prop(hudi_props.HASH_FIELD)
+    if hash_field:
+        index["hash_fields"] = [f.strip() for f in hash_field[1].split(",") if f.strip()]
+        out.mapped.append((hash_field[0], "target.index.hash_fields"))
+    return index
+
+
+def _command_line_notes(flags: Mapping[str, str], out: Imported) -> None:
+    if flags.get("--continuous") == "true":
+        every = flags.get("--min-sync-interval-seconds", "0")
+        out.skipped.append(
+            (
+                "--continuous",
+                f"a way to run it: `runner run SPEC --continuous --min-interval {every}s`",
+            )
+        )
+    if "--checkpoint" in flags:
+        out.skipped.append(
+            (
+                "--checkpoint",
+                "a way to run it: `runner run SPEC --checkpoint ISO-TIME` "
+                "(new files modified after that time)",
+            )
+        )
+    fmt = flags.get("--base-file-format", "PARQUET").upper()
+    if fmt != "PARQUET":
+        raise UserError(f"--base-file-format {fmt}: runner tables are Delta (parquet files)")
+    for flag, why in (
+        ("--source-limit", "no byte limit per run: each run reads every new file"),
+        ("--enable-hive-sync", "no catalog sync: the Delta table is read by path"),
+        ("--enable-sync", "no catalog sync: the Delta table is read by path"),
+        ("--spark-master", "spark.master in the spec (default local[*]) or spark-submit's"),
+        ("--spark-app-name", "the Spark application is named after the spec"),
+    ):
+        if flag in flags:
+            out.skipped.append((flag, why))
+    for flag in sorted(set(flags) - VALUE_FLAGS - SWITCHES):
+        out.skipped.append((flag, "not a HoodieStreamer flag the runner knows"))
+
+
+def _why_skipped(key: str) -> str:
+    for pattern, why in _SKIP_REASONS:
+        if pattern.match(key):
+            return why
+    if key.startswith(("hoodie.streamer.", "hoodie.deltastreamer.")):
+        return "a HoodieStreamer setting the runner has no equivalent for"
+    return "no equivalent in the runner"
