@@ -592,7 +592,8 @@ def fetch_jars(into: str | None, check: bool) -> None:
 
     Spark needs it to read sources on s3:// and to expand tables there. The jars (about
     550 MB) go into the jar cache (~/.cache/runner/jars; RUNNER_JAR_CACHE moves it), where
-    every later run finds them. Needs `mvn`. The image has them already.
+    every later run finds them. Needs `mvn`. An image built after `runner fetch-jars
+    --into docker/jars` has them on Spark's classpath.
     """
     from runner import s3_connector
 

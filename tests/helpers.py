@@ -111,3 +111,23 @@ def live_paths(table: Path, version: int | None = None) -> set[str]:
 def file_bytes(root: Path) -> dict[str, bytes]:
     """Every file under root with its bytes: what a "left as it was" check compares."""
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def assert_stale_writer_refused(stale: Any) -> None:
+    """A writer that read the table before an expansion (`stale`, its TableSnapshot) cannot
+    commit a rewrite of one of the files it read: the layout changed under it."""
+    import pytest
+
+    from runner.errors import CommitConflictError
+    from runner.table.commit import commit_files
+
+    some_file = stale.files()[0]
+    with pytest.raises(CommitConflictError, match=r"settings .* changed"):
+        commit_files(
+            stale,
+            stale.arrow_schema(),
+            [],
+            [some_file],
+            {(some_file.partition_path, some_file.bucket)},
+            {"operation": "upsert"},
+        )

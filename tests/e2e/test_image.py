@@ -161,7 +161,10 @@ def _context(workdir: Path) -> Path:
         shutil.copy(HOST_CA, context / "docker" / "certs" / "host-ca.crt")
     # Spark's S3 connector, as `runner fetch-jars --into docker/jars` puts it before a build
     for jar in connector_jars():
-        os.link(jar, context / "docker" / "jars" / Path(jar).name)
+        try:
+            os.link(jar, context / "docker" / "jars" / Path(jar).name)
+        except OSError:  # another file system: copy
+            shutil.copy(jar, context / "docker" / "jars")
     return context
 
 

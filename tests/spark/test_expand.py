@@ -11,12 +11,17 @@ from deltalake import DeltaTable
 
 from runner.commands.expand import expand_table, expansion_frame, plan_expansion
 from runner.commands.run import run_pipeline
-from runner.errors import CommitConflictError, UserError
+from runner.errors import UserError
 from runner.index.naming import parse_data_file_name
 from runner.spec import load_spec
-from runner.table.commit import commit_files
 from runner.table.snapshot import open_table
-from tests.helpers import log_actions, read_table, write_batch, write_spec
+from tests.helpers import (
+    assert_stale_writer_refused,
+    log_actions,
+    read_table,
+    write_batch,
+    write_spec,
+)
 from tests.reference import bucket_of
 
 CITIES = ["ams", "sf", "nyc"]
@@ -175,16 +180,7 @@ def test_a_writer_that_read_the_old_layout_cannot_commit(spark, table):
     spec_path, table_dir, _ = table
     stale = open_table(str(table_dir))
     expand_table(load_spec(spec_path), 8, "multiple_rehash", spark=spark)
-    some_file = stale.files()[0]
-    with pytest.raises(CommitConflictError, match=r"settings .* changed"):
-        commit_files(
-            stale,
-            stale.arrow_schema(),
-            [],
-            [some_file],
-            {(some_file.partition_path, some_file.bucket)},
-            {"operation": "upsert"},
-        )
+    assert_stale_writer_refused(stale)
 
 
 def test_a_bucket_past_max_bucket_bytes_expands_its_partition_after_the_commit(spark, tmp_path):

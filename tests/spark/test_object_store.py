@@ -24,11 +24,10 @@ from runner.commands.run import run_pipeline
 from runner.errors import CommitConflictError, EnvironmentProblem, UserError
 from runner.index.naming import parse_data_file_name
 from runner.spec import load_spec
-from runner.table.commit import commit_files
 from runner.table.log_entry import publish
 from runner.table.snapshot import open_table
 from runner.table.storage import locate
-from tests.helpers import read_table, write_batch, write_spec
+from tests.helpers import assert_stale_writer_refused, read_table, write_batch, write_spec
 from tests.s3 import KEY, SECRET, moto_server, s3_environment
 
 pytestmark = pytest.mark.spark
@@ -355,16 +354,7 @@ def test_expansion_races_on_s3(s3, needs_s3_connector, tmp_path):
 
     stale = open_table(uri)
     expand_table(spec, 4, "multiple_rehash", spark=spark)
-    some_file = stale.files()[0]
-    with pytest.raises(CommitConflictError, match=r"settings .* changed"):
-        commit_files(
-            stale,
-            stale.arrow_schema(),
-            [],
-            [some_file],
-            {(some_file.partition_path, some_file.bucket)},
-            {"operation": "upsert"},
-        )
+    assert_stale_writer_refused(stale)
 
     def expansion_overtaken_by(rows: pd.DataFrame, partition: str):
         before = open_table(uri)
