@@ -15,7 +15,7 @@ later definitions win. `hoodie.streamer.*` wins over its old `hoodie.deltastream
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,6 +76,9 @@ VALUE_FLAGS = {
     "--spark-app-name",
 }
 SWITCHES = {"--filter-dupes", "--continuous", "--enable-hive-sync", "--enable-sync"}
+
+# A lookup of a setting by its names: (name it was found under, value), or None.
+Lookup = Callable[..., "tuple[str, str] | None"]
 
 
 def read_properties(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, str]:
@@ -203,12 +206,19 @@ def import_streamer(
         """hoodie.streamer.SUFFIX, else its old name hoodie.deltastreamer.SUFFIX."""
         return prop(f"hoodie.streamer.{suffix}", f"hoodie.deltastreamer.{suffix}")
 
+    def setting(flag_names: Sequence[str], *names: str) -> tuple[str, str] | None:
+        """The first of `flag_names` given, else the first property of `names`: on
+        HoodieStreamer's command line a flag wins over the properties."""
+        found = prop(*names)
+        for flag in flag_names:
+            if flag in flags:
+                if found:
+                    out.skipped.append((found[0], f"{flag} wins (a flag overrides properties)"))
+                return flag, flags[flag]
+        return found
+
     # name: HoodieStreamer sets hoodie.table.name from --target-table
-    name_prop = prop(*TABLE_NAME_PROPS)
-    name_from = ("--target-table", flags["--target-table"]) if "--target-table" in flags else None
-    if name_from and name_prop:
-        out.skipped.append((name_prop[0], "--target-table wins (HoodieStreamer sets it from that)"))
-    name_from = name_from or name_prop
+    name_from = setting(["--target-table"], *TABLE_NAME_PROPS)
     if name_from is None:
         raise UserError("no table name: give --target-table (or hoodie.table.name)")
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", name_from[1]).lstrip(".-") or "imported"
@@ -271,14 +281,13 @@ def import_streamer(
         raise UserError("no table path: give --target-base-path")
     target["path"] = flags["--target-base-path"]
     out.mapped.append(("--target-base-path", "target.path"))
-    table_type = (
-        flags.get("--table-type") or (prop("hoodie.datasource.write.table.type") or ("", ""))[1]
-    )
+    table_type = setting(["--table-type"], "hoodie.datasource.write.table.type")
     if table_type:
-        if table_type.upper() not in ("COPY_ON_WRITE", "MERGE_ON_READ"):
-            raise UserError(f"--table-type {table_type}: use COPY_ON_WRITE or MERGE_ON_READ")
-        target["table_type"] = table_type.upper()
-        out.mapped.append(("--table-type", "target.table_type"))
+        kind = table_type[1].upper()
+        if kind not in ("COPY_ON_WRITE", "MERGE_ON_READ"):
+            raise UserError(f"{table_type[0]} {kind}: use COPY_ON_WRITE or MERGE_ON_READ")
+        target["table_type"] = kind
+        out.mapped.append((table_type[0], "target.table_type"))
     op = flags.get("--op", "UPSERT").upper()
     if op not in OPERATIONS:
         raise UserError(
@@ -289,12 +298,7 @@ def import_streamer(
     out.mapped.append((f"--op {op}", "target.operation"))
     prop("hoodie.datasource.write.operation")  # HoodieStreamer reads --op, not this
 
-    ordering = None
-    for flag in ("--source-ordering-fields", "--source-ordering-field"):
-        if flag in flags:
-            ordering = (flag, flags[flag])
-            break
-    ordering = ordering or prop(*ORDERING_PROPS)
+    ordering = setting(["--source-ordering-fields", "--source-ordering-field"], *ORDERING_PROPS)
     if ordering:
         fields_ = [f.strip() for f in ordering[1].split(",") if f.strip()]
         if len(fields_) > 1:
@@ -304,9 +308,7 @@ def import_streamer(
             )
         target["precombine_field"] = fields_[0]
         out.mapped.append((ordering[0], "target.precombine_field"))
-    merge_mode = _merge_mode(flags, prop, out, has_ordering=bool(ordering))
-    if merge_mode:
-        target["merge_mode"] = merge_mode
+    target["merge_mode"] = _merge_mode(setting, out, has_ordering=bool(ordering))
     if flags.get("--filter-dupes") == "true":
         if target["operation"] == "upsert":
             raise UserError(
@@ -325,7 +327,7 @@ def import_streamer(
     target["key_generator"] = {"properties": key_props}
     out.mapped += [(k, "target.key_generator.properties") for k in key_props]
 
-    target["index"] = _index(props, prop, out)
+    target["index"] = _index(prop, out)
     retained = prop("hoodie.cleaner.commits.retained")
     if retained:
         target["cleaning"] = {"retain_commits": int(retained[1])}
@@ -346,7 +348,7 @@ def _keygen_property(key: str) -> bool:
     )
 
 
-def _transform_sql(transformers: Sequence[str], streamer: Any) -> tuple[str, str]:
+def _transform_sql(transformers: Sequence[str], streamer: Lookup) -> tuple[str, str]:
     if len(transformers) > 1:
         raise UserError(
             f"--transformer-class lists {len(transformers)} transformers; the runner has one "
@@ -366,25 +368,20 @@ def _transform_sql(transformers: Sequence[str], streamer: Any) -> tuple[str, str
     return found[0], str(found[1]).replace("<SRC>", SOURCE_NAME)
 
 
-def _merge_mode(flags: Mapping[str, str], prop: Any, out: Imported, has_ordering: bool) -> str:
-    for flag in ("--merge-mode", "--record-merge-mode"):
-        if flag in flags:
-            mode = flags[flag].upper()
-            if mode not in MERGE_MODES:
-                raise UserError(f"{flag} {mode}: only {', '.join(MERGE_MODES)} have equivalents")
-            out.mapped.append((flag, "target.merge_mode"))
-            return MERGE_MODES[mode]
-    mode_prop = prop("hoodie.write.record.merge.mode", "hoodie.record.merge.mode")
-    if mode_prop:
-        mode = mode_prop[1].upper()
-        if mode not in MERGE_MODES:
-            raise UserError(
-                f"{mode_prop[0]}={mode}: only {', '.join(MERGE_MODES)} have equivalents"
-            )
-        out.mapped.append((mode_prop[0], "target.merge_mode"))
-        return MERGE_MODES[mode]
-    payload = ("--payload-class", flags["--payload-class"]) if "--payload-class" in flags else None
-    payload = payload or prop("hoodie.datasource.write.payload.class")
+def _merge_mode(setting: Lookup, out: Imported, has_ordering: bool) -> str:
+    mode = setting(
+        ["--merge-mode", "--record-merge-mode"],
+        "hoodie.write.record.merge.mode",
+        "hoodie.record.merge.mode",
+    )
+    payload = setting(["--payload-class"], "hoodie.datasource.write.payload.class")
+    if mode:
+        if mode[1].upper() not in MERGE_MODES:
+            raise UserError(f"{mode[0]} {mode[1]}: only {', '.join(MERGE_MODES)} have equivalents")
+        out.mapped.append((mode[0], "target.merge_mode"))
+        if payload:
+            out.skipped.append((payload[0], f"{mode[0]} is set too, and decides"))
+        return MERGE_MODES[mode[1].upper()]
     if payload:
         cls = payload[1] if "." in payload[1] else PAYLOADS + payload[1]
         if cls not in PAYLOAD_MERGE_MODES:
@@ -396,13 +393,13 @@ def _merge_mode(flags: Mapping[str, str], prop: Any, out: Imported, has_ordering
         out.mapped.append((payload[0], "target.merge_mode"))
         return PAYLOAD_MERGE_MODES[cls]
     # Hudi 1.x: EVENT_TIME_ORDERING when an ordering field is set, else COMMIT_TIME_ORDERING
-    mode = "event_time" if has_ordering else "commit_time"
+    inferred = "event_time" if has_ordering else "commit_time"
     why = f"(no merge mode: Hudi's default with {'an' if has_ordering else 'no'} ordering field)"
-    out.mapped.append((why, f"target.merge_mode {mode}"))
-    return mode
+    out.mapped.append((why, f"target.merge_mode {inferred}"))
+    return inferred
 
 
-def _index(props: Mapping[str, str], prop: Any, out: Imported) -> dict[str, Any]:
+def _index(prop: Lookup, out: Imported) -> dict[str, Any]:
     index: dict[str, Any] = {}
     kind = prop("hoodie.index.type")
     engine = prop("hoodie.index.bucket.engine")

@@ -96,21 +96,23 @@ def _reference(first: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:
     return _normalized(merged)
 
 
+def _upsert_target(path: str, buckets: int = 2, **extra) -> dict:
+    return {
+        "path": path,
+        "operation": "upsert",
+        "record_key": "id",
+        "precombine_field": "ts",
+        "key_generator": {"type": "SIMPLE", "partition_fields": "city"},
+        "index": {"buckets": buckets},
+        **extra,
+    }
+
+
 @pytest.fixture(scope="module")
 def written(s3, spark, tmp_path_factory):
     """The table after an upsert creating it and a second upsert, with its pandas reference."""
     work = tmp_path_factory.mktemp("s3")
-    spec_file = write_spec(
-        work,
-        {
-            "path": TABLE,
-            "operation": "upsert",
-            "record_key": "id",
-            "precombine_field": "ts",
-            "key_generator": {"type": "SIMPLE", "partition_fields": "city"},
-            "index": {"buckets": 4},
-        },
-    )
+    spec_file = write_spec(work, _upsert_target(TABLE, buckets=4))
     spec = load_spec(spec_file)
     first, second = _batch(range(0, 60), ts=5), _batch(range(40, 100), ts=7, stale_ts=1)
     write_batch(work, first)
@@ -209,18 +211,6 @@ def _put_parquet(uri: str, frame: pd.DataFrame) -> None:
 def _table_rows(s3, uri: str) -> pd.DataFrame:
     table = DeltaTable(uri, storage_options=_options(s3))
     return pd.DataFrame(pa.table(table.scan().read_all()).to_pandas())
-
-
-def _upsert_target(path: str, buckets: int = 2, **extra) -> dict:
-    return {
-        "path": path,
-        "operation": "upsert",
-        "record_key": "id",
-        "precombine_field": "ts",
-        "key_generator": {"type": "SIMPLE", "partition_fields": "city"},
-        "index": {"buckets": buckets},
-        **extra,
-    }
 
 
 def test_new_files_on_s3_are_read_once(s3, needs_s3_connector, tmp_path):
@@ -439,17 +429,12 @@ def _mor_spec(tmp_path, name: str):
     return load_spec(
         write_spec(
             tmp_path,
-            {
-                "path": f"s3://{BUCKET}/warehouse/{name}",
-                "operation": "upsert",
-                "table_type": "MERGE_ON_READ",
-                "record_key": "id",
-                "precombine_field": "ts",
-                "delete_marker": "gone",
-                "key_generator": {"type": "SIMPLE", "partition_fields": "city"},
-                "index": {"buckets": 2},
-                "compaction": {"max_delta_files": 10, "max_deleted_fraction": 0.9},
-            },
+            _upsert_target(
+                f"s3://{BUCKET}/warehouse/{name}",
+                table_type="MERGE_ON_READ",
+                delete_marker="gone",
+                compaction={"max_delta_files": 10, "max_deleted_fraction": 0.9},
+            ),
             name=name,
         )
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +75,23 @@ def test_the_bundle_loses_only_packages_pyspark_has(tmp_path, monkeypatch):
             "software/amazon/awssdk/S3.class",
         ]
         assert z.read("software/amazon/awssdk/S3.class") == b"sdk"
+
+
+def test_fetch_into_copies_the_cached_jars_for_an_image_build(tmp_path, monkeypatch):
+    """`runner fetch-jars --into docker/jars`: the jars already in the cache are copied
+    (Maven is not run for them)."""
+    monkeypatch.setenv("RUNNER_JAR_CACHE", str(tmp_path / "cache"))
+    cached = s3_connector.cache_dir()
+    cached.mkdir(parents=True)
+    for coordinate in s3_connector.coordinates():
+        name = f"{coordinate.split(':')[1]}-{coordinate.split(':')[2]}.jar"
+        with zipfile.ZipFile(cached / name, "w") as z:
+            z.writestr("x.class", name.encode())
+    monkeypatch.setattr("shutil.which", lambda _: None)  # no mvn: it must not be needed
+    copied = s3_connector.fetch(tmp_path / "docker" / "jars")
+    assert sorted(p.rsplit("/", 1)[1] for p in copied) == [
+        "bundle-2.24.6.jar",
+        "hadoop-aws-3.4.1.jar",
+    ]
+    for path in copied:
+        assert Path(path).read_bytes() == (cached / Path(path).name).read_bytes()
