@@ -81,6 +81,11 @@ def test_sql_transformer_csv_options_and_merge_modes():
     assert _import({}, "--source-ordering-field", "ts").spec["target"]["merge_mode"] == "event_time"
     assert _import({}).spec["target"]["merge_mode"] == "commit_time"  # Hudi 1.x: no ordering
     assert _import({}).spec["target"]["index"] == {"buckets": 256}  # Hudi's default count
+    both = _import({"hoodie.datasource.write.precombine.field": "x"}, "--source-ordering-field=ts")
+    assert both.spec["target"]["precombine_field"] == "ts"  # the command line wins, as in Hudi
+    assert dict(both.skipped)["hoodie.datasource.write.precombine.field"].startswith(
+        "--source-ordering-field wins"
+    )
     mode = {"hoodie.write.record.merge.mode": "EVENT_TIME_ORDERING"}
     assert _import(mode, "--source-ordering-field=ts").spec["target"]["merge_mode"] == "event_time"
 
