@@ -126,6 +126,11 @@ def main() -> None:
         help="target.driver_merge.max_rows of the runner's upserts (default: the spec's; "
         "0 merges every batch in a Spark job, to compare with the merge on the driver)",
     )
+    parser.add_argument(
+        "--merge-mode",
+        choices=["event_time", "commit_time", "partial_update", "overwrite_non_defaults"],
+        help="target.merge_mode of the runner's upserts (default: the spec's, event_time)",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/results/write.json"))
     args = parser.parse_args()
     warmup = args.warmup if args.warmup is not None else args.rows <= WARMUP_MAX_ROWS
@@ -158,6 +163,7 @@ def main() -> None:
                 skip=args.skip_peer,
                 warmup=warmup,
                 driver_merge_max_rows=args.driver_merge_max_rows,
+                merge_mode=args.merge_mode,
             )
         if args.only in (None, "expand"):
             results += run_expand_benchmarks(
@@ -193,6 +199,7 @@ def main() -> None:
         "skipped_peers": args.skip_peer,
         "mor_keys": args.mor_keys,
         "mor_max_delta_files": args.mor_max_delta_files,
+        "merge_mode": args.merge_mode,
         "delta_spark_jars": jars,
         "machine": f"{platform.machine()}, {platform.system()}",
         "python": platform.python_version(),

@@ -195,10 +195,12 @@ def run_write_benchmarks(
     skip: Iterable[str] = (),
     warmup: bool = True,
     driver_merge_max_rows: int | None = None,
+    merge_mode: str | None = None,
 ) -> list[dict]:
     """The write scenarios; `skip` holds PEERS keys not to run (too slow at the size);
     `driver_merge_max_rows` sets the runner upserts' target.driver_merge.max_rows (0: every
-    batch merged in a Spark job, for the comparison with the driver merge)."""
+    batch merged in a Spark job, for the comparison with the driver merge); `merge_mode`
+    their target.merge_mode (the batch has no nulls, so every mode stores the same rows)."""
     skip = frozenset(skip)
     unknown = skip - PEERS.keys()
     assert not unknown, f"unknown peers {sorted(unknown)}; known: {sorted(PEERS)}"
@@ -270,13 +272,15 @@ def run_write_benchmarks(
                     base_src,
                     expected,
                     batch_ids,
-                    f"upsert {len(batch_ids):,} rows ({percent(fraction)}) {label} into {rows:,}",
+                    f"upsert {len(batch_ids):,} rows ({percent(fraction)}) {label} into {rows:,}"
+                    + (f", merge_mode {merge_mode}" if merge_mode else ""),
                     repeats,
                     buckets,
                     skip,
                     skipped,
                     warmup,
                     driver_merge_max_rows,
+                    merge_mode,
                 )
             )
     return results
@@ -302,6 +306,7 @@ def _upsert(
     skipped,
     warmup,
     driver_merge_max_rows,
+    merge_mode=None,
 ):
     batch = make_rows(0, seed=3, ids=ids, ts=2)
     assert pc.count_distinct(batch["id"]).as_py() == batch.num_rows
@@ -323,6 +328,8 @@ def _upsert(
         if driver_merge_max_rows is None
         else {"driver_merge": {"max_rows": driver_merge_max_rows}}
     )
+    if merge_mode:
+        place["merge_mode"] = merge_mode
     upsert_spec = spec_file(
         work, "upsert", "upsert", batch_src, work / "upsert_runner", buckets, **place
     )

@@ -82,6 +82,7 @@ from runner.table.commit import BucketClash, add_columns, commit_files, create_t
 from runner.table.config import check_table_settings, table_settings
 from runner.table.directory import check_new_table_location
 from runner.table.driver_merge import mark_candidates, write_on_driver
+from runner.table.field_merge import load_merger, merger_error_in
 from runner.table.log_entry import NewFile, check_log_writable
 from runner.table.meta import BUCKET, META_COLUMNS, PARTITION_PATH, RESERVED_PREFIX
 from runner.table.parquet_rows import ParquetRows
@@ -184,6 +185,8 @@ class PipelineRun:
         """Checks that cost nothing to the table and start no JVM; True when the batch is
         already committed and there is nothing to do."""
         check_automatic_expansion(self.target)
+        if self.target.merger:  # the user's class imports and builds, before Spark starts
+            load_merger(self.target.merger)
         if self.target.table_type == "MERGE_ON_READ":
             check_log_writable(self.table, "a MERGE_ON_READ table")
         self.snapshot = open_table(self.table)
@@ -468,7 +471,13 @@ class PipelineRun:
                 schema,
                 partitions=max(1, min(len(groups), _shuffle_partitions(spark))),
             )
-            results = frame.mapInArrow(job, _struct(RESULT_SCHEMA)).collect()
+            try:
+                results = frame.mapInArrow(job, _struct(RESULT_SCHEMA)).collect()
+            except Exception as failure:
+                theirs = merger_error_in(failure)  # the user's merger, in a Spark task
+                if theirs is None:
+                    raise
+                raise theirs from failure
         written = [r for r in results if r.path]
         log.info("files_written", files=len(written), bytes=sum(r.size for r in written))
         return results

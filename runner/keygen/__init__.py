@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
-
-from runner.errors import UserError
 from runner.keygen.base import KeyColumns, KeyGenerator
 from runner.keygen.complex import ComplexKeyGenerator
 from runner.keygen.custom import CustomKeyGenerator
@@ -14,6 +10,7 @@ from runner.keygen.nonpartitioned import NonPartitionedKeyGenerator
 from runner.keygen.simple import SimpleKeyGenerator
 from runner.keygen.timestamp import TimestampBasedKeyGenerator
 from runner.spec.model import KeyGenSpec
+from runner.user_code import import_user_class
 
 # The class of each generator runner.spec.keygen_types describes (a test holds them equal).
 GENERATOR_CLASSES: dict[str, type[KeyGenerator]] = {
@@ -34,22 +31,9 @@ def build_key_generator(spec: KeyGenSpec) -> KeyGenerator:
 
 def load_user_class(class_path: str, search_path: str | None) -> type[KeyGenerator]:
     """Import `package.module:ClassName`, looking in the spec's directory too."""
-    module_name, _, class_name = class_path.partition(":")
-    if search_path and search_path not in sys.path:
-        sys.path.append(search_path)
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise UserError(
-            f"key_generator.class {class_path}: cannot import {module_name} ({exc}); put it "
-            "beside the spec or on PYTHONPATH"
-        ) from exc
-    cls = getattr(module, class_name, None)
-    if not (isinstance(cls, type) and issubclass(cls, KeyGenerator)):
-        raise UserError(
-            f"key_generator.class {class_path}: {module_name} has no class {class_name} "
-            "that subclasses runner.keygen.KeyGenerator"
-        )
+    cls: type[KeyGenerator] = import_user_class(
+        class_path, search_path, "key_generator.class", KeyGenerator
+    )
     return cls
 
 

@@ -29,8 +29,9 @@ def merge_settings(target: Target) -> MergeSettings:
     return MergeSettings(
         operation=target.operation,
         precombine_field=target.precombine_field,
-        event_time=target.merge_mode == "event_time",
+        merge_mode=target.merge_mode,
         filter_dupes=target.filter_dupes,
+        merger=target.merger,
     )
 
 
@@ -122,12 +123,15 @@ def why_not_on_driver(
     return None
 
 
-def _winner(target: Target) -> Column:
-    """True for the batch's winner per key: greatest precombine, ties to the later input row."""
+def _newest_first(target: Target) -> list[Column]:
+    """A key's rows, newest first: greatest precombine, ties to the later input row."""
     order = [F.col(target.precombine_field).desc_nulls_last()] if target.precombine_field else []
-    window = Window.partitionBy(PARTITION_PATH, BUCKET, RECORD_KEY).orderBy(
-        *order, F.col(SEQ).desc()
-    )
+    return [*order, F.col(SEQ).desc()]
+
+
+def _winner(target: Target) -> Column:
+    """True for the batch's winner per key, its newest row."""
+    window = Window.partitionBy(PARTITION_PATH, BUCKET, RECORD_KEY).orderBy(*_newest_first(target))
     return F.row_number().over(window) == 1
 
 
@@ -143,8 +147,10 @@ def write_frame(
         else F.lit("candidate")
     )
     columns = [c for c in plan.file_schema.names if c in incoming.columns]
+    # a merge of fields (runner/table/field_merge.py) reads each key's rows newest first
+    newest_first = _newest_first(target) if merge_settings(target).merges_fields else []
     return (
         rows.withColumn(ACTION, action)
-        .sortWithinPartitions(PARTITION_PATH, BUCKET, RECORD_KEY)
+        .sortWithinPartitions(PARTITION_PATH, BUCKET, RECORD_KEY, *newest_first)
         .select(*columns, DELETE, ACTION)
     )

@@ -22,6 +22,7 @@ from typing import Any
 
 from runner.errors import UserError
 from runner.spec import hudi_props
+from runner.spec.hudi_merge import ORDERING_PROPS, merge_mode
 
 SOURCES = "org.apache.hudi.utilities.sources."
 SOURCE_FORMATS = {
@@ -33,23 +34,9 @@ SOURCE_FORMATS = {
 DEFAULT_SOURCE = f"{SOURCES}JsonDFSSource"
 SQL_TRANSFORMER = "org.apache.hudi.utilities.transform.SqlQueryBasedTransformer"
 OPERATIONS = {"UPSERT": "upsert", "INSERT": "insert", "BULK_INSERT": "bulk_insert"}
-PAYLOADS = "org.apache.hudi.common.model."
-PAYLOAD_MERGE_MODES = {
-    f"{PAYLOADS}OverwriteWithLatestAvroPayload": "commit_time",
-    f"{PAYLOADS}DefaultHoodieRecordPayload": "event_time",
-    f"{PAYLOADS}EventTimeAvroPayload": "event_time",
-}
-MERGE_MODES = {"COMMIT_TIME_ORDERING": "commit_time", "EVENT_TIME_ORDERING": "event_time"}
 HUDI_DEFAULT_BUCKETS = 256  # hoodie.bucket.index.num.buckets
 SOURCE_NAME = "src"
 
-# Ordering (precombine) field properties, most specific first (after the command line).
-ORDERING_PROPS = (
-    "hoodie.table.ordering.fields",
-    "hoodie.datasource.write.precombine.field",
-    "hoodie.table.precombine.field",
-    "hoodie.payload.ordering.field",
-)
 TABLE_NAME_PROPS = ("hoodie.table.name", "hoodie.datasource.write.table.name")
 
 # HoodieStreamer flags: those that take a value, and switches.
@@ -308,7 +295,7 @@ def import_streamer(
             )
         target["precombine_field"] = fields_[0]
         out.mapped.append((ordering[0], "target.precombine_field"))
-    target["merge_mode"] = _merge_mode(setting, out, has_ordering=bool(ordering))
+    target["merge_mode"] = merge_mode(setting, out, has_ordering=bool(ordering))
     if flags.get("--filter-dupes") == "true":
         if target["operation"] == "upsert":
             raise UserError(
@@ -366,37 +353,6 @@ def _transform_sql(transformers: Sequence[str], streamer: Lookup) -> tuple[str, 
             "SqlQueryBasedTransformer without hoodie.streamer.transformer.sql: set the query"
         )
     return found[0], str(found[1]).replace("<SRC>", SOURCE_NAME)
-
-
-def _merge_mode(setting: Lookup, out: Imported, has_ordering: bool) -> str:
-    mode = setting(
-        ["--merge-mode", "--record-merge-mode"],
-        "hoodie.write.record.merge.mode",
-        "hoodie.record.merge.mode",
-    )
-    payload = setting(["--payload-class"], "hoodie.datasource.write.payload.class")
-    if mode:
-        if mode[1].upper() not in MERGE_MODES:
-            raise UserError(f"{mode[0]} {mode[1]}: only {', '.join(MERGE_MODES)} have equivalents")
-        out.mapped.append((mode[0], "target.merge_mode"))
-        if payload:
-            out.skipped.append((payload[0], f"{mode[0]} is set too, and decides"))
-        return MERGE_MODES[mode[1].upper()]
-    if payload:
-        cls = payload[1] if "." in payload[1] else PAYLOADS + payload[1]
-        if cls not in PAYLOAD_MERGE_MODES:
-            raise UserError(
-                f"{payload[0]} {payload[1]}: the runner merges as OverwriteWithLatestAvroPayload "
-                "(commit_time), DefaultHoodieRecordPayload or EventTimeAvroPayload (event_time); "
-                "this payload has no equivalent yet"
-            )
-        out.mapped.append((payload[0], "target.merge_mode"))
-        return PAYLOAD_MERGE_MODES[cls]
-    # Hudi 1.x: EVENT_TIME_ORDERING when an ordering field is set, else COMMIT_TIME_ORDERING
-    inferred = "event_time" if has_ordering else "commit_time"
-    why = f"(no merge mode: Hudi's default with {'an' if has_ordering else 'no'} ordering field)"
-    out.mapped.append((why, f"target.merge_mode {inferred}"))
-    return inferred
 
 
 def _index(prop: Lookup, out: Imported) -> dict[str, Any]:

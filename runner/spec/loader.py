@@ -14,14 +14,16 @@ from dataclasses import dataclass, fields, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 import yaml
 
 from runner.errors import InvalidSpecError, SpecProblem
+from runner.spec.hudi_merge import from_properties
 from runner.spec.keygen_settings import field_list, resolve_key_generator
 from runner.spec.model import (
+    FIELD_MERGE_MODES,
     CleaningSpec,
     CompactionSpec,
     DriverMergeSpec,
@@ -31,6 +33,8 @@ from runner.spec.model import (
     IndexSpec,
     JdbcSpec,
     KubernetesSpec,
+    MergeMode,
+    MergerSpec,
     PipelineSpec,
     QuarantineSpec,
     SharedVolume,
@@ -179,6 +183,8 @@ def _schema_problems(doc: _Located, file: str) -> list[SpecProblem]:
             message = f"must be at most {err.validator_value}, got {err.instance}"
         elif kind in ("minItems", "minLength"):
             message = "must not be empty"
+        elif kind == "pattern" and "x-hint" in err.schema:
+            message = f"{json.dumps(err.instance)} is not valid here; {err.schema['x-hint']}"
         elif kind == "pattern":
             message = f"{json.dumps(err.instance)} must match the pattern {err.validator_value}"
         elif kind in ("oneOf", "anyOf") and "x-hint" in err.schema:
@@ -233,13 +239,37 @@ def _semantic_problems(doc: _Located, file: str) -> list[SpecProblem]:
                 )
 
     operation = target.get("operation", _default(Target, "operation"))
-    merge_mode = target.get("merge_mode", _default(Target, "merge_mode"))
-    if operation == "upsert" and merge_mode == "event_time" and "precombine_field" not in target:
+    from_props = from_properties(target.get("properties", {}))
+    for name, message in from_props.problems:
+        problem(("target", "properties", name), message)
+    for key in ("merge_mode", "precombine_field"):
+        theirs = getattr(from_props, key)
+        if key in target and theirs and theirs != target[key]:
+            problem(
+                ("target", key),
+                f"{target[key]} disagrees with target.properties, which give {theirs}; "
+                "set it one way",
+            )
+    merge_mode, precombine_field = _merge_settings(target)
+    if operation == "upsert" and merge_mode == "event_time" and precombine_field is None:
         problem(
             ("target", "precombine_field"),
             "upsert with merge_mode event_time needs a precombine_field to order records; "
             "set one, or set merge_mode: commit_time (the latest write wins)",
         )
+    if merge_mode in FIELD_MERGE_MODES and operation != "upsert":
+        problem(
+            ("target", "merge_mode"),
+            f"{merge_mode} merges a record with the stored one, which only upsert does, "
+            f"not {operation}",
+        )
+    if merge_mode == "custom" and "merger" not in target:
+        problem(
+            ("target", "merge_mode"),
+            "custom needs target.merger.class, the package.module:ClassName of your merger",
+        )
+    if "merger" in target and merge_mode != "custom":
+        problem(("target", "merger"), f"applies to merge_mode custom, not {merge_mode}")
     if "delete_marker" in target and operation != "upsert":
         problem(("target", "delete_marker"), f"applies to operation upsert, not {operation}")
     if target.get("filter_dupes") and operation != "insert":
@@ -344,6 +374,7 @@ def _build(data: dict[str, Any], file: Path) -> PipelineSpec:
     if keygen.class_path:
         keygen = replace(keygen, search_path=str(base))
     index = target["index"]
+    merge_mode, precombine_field = _merge_settings(target)
     spark = data.get("spark", {})
     return PipelineSpec(
         name=data["name"],
@@ -370,14 +401,14 @@ def _build(data: dict[str, Any], file: Path) -> PipelineSpec:
         expectations=tuple(Expectation(**e) for e in data.get("expectations", [])),
         target=Target(
             path=_resolve(target["path"], base),
-            precombine_field=target.get("precombine_field"),
+            precombine_field=precombine_field,
+            merge_mode=merge_mode,
+            merger=_merger(target.get("merger"), base),
             delete_marker=target.get("delete_marker"),
             cleaning=CleaningSpec(**target.get("cleaning", {})),
             compaction=CompactionSpec(**target.get("compaction", {})),
             driver_merge=DriverMergeSpec(**target.get("driver_merge", {})),
-            **_given(
-                target, "operation", "table_type", "merge_mode", "filter_dupes", "commit_retries"
-            ),
+            **_given(target, "operation", "table_type", "filter_dupes", "commit_retries"),
             quarantine=_quarantine(target.get("quarantine"), base),
             key_generator=keygen,
             index=IndexSpec(
@@ -421,6 +452,22 @@ def _jdbc(value: dict[str, Any] | None, base: Path) -> JdbcSpec | None:
         return None
     jar = value.get("jar")
     return JdbcSpec(**{**value, "jar": _resolve(jar, base) if jar else None})
+
+
+def _merge_settings(target: dict[str, Any]) -> tuple[MergeMode, str | None]:
+    """merge_mode and precombine_field, set in the spec's fields or by Hudi's names in
+    target.properties (runner/spec/hudi_merge.py; the two must agree)."""
+    from_props = from_properties(target.get("properties", {}))
+    merge_mode = target.get("merge_mode") or from_props.merge_mode
+    precombine_field = target.get("precombine_field") or from_props.precombine_field
+    return cast(MergeMode, merge_mode or _default(Target, "merge_mode")), precombine_field
+
+
+def _merger(data: dict[str, Any] | None, base: Path) -> MergerSpec | None:
+    if data is None:
+        return None
+    properties = {k: _conf_str(v) for k, v in data.get("properties", {}).items()}
+    return MergerSpec(data["class"], properties, search_path=str(base))
 
 
 def _quarantine(data: dict[str, Any] | None, base: Path) -> QuarantineSpec | None:

@@ -13,7 +13,11 @@ from typing import Literal
 # The closed vocabularies of the spec, checked by mypy wherever they are compared.
 Operation = Literal["upsert", "insert", "bulk_insert", "delete"]
 TableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
-MergeMode = Literal["event_time", "commit_time"]
+MergeMode = Literal[
+    "event_time", "commit_time", "partial_update", "overwrite_non_defaults", "custom"
+]
+# The merge modes that build a key's row from the stored and incoming fields (upsert only).
+FIELD_MERGE_MODES: tuple[MergeMode, ...] = ("partial_update", "overwrite_non_defaults", "custom")
 RowAction = Literal["fail", "quarantine", "drop"]  # an expectation's, a malformed record's
 OnBadFile = Literal["fail", "skip"]
 OnBadRecord = RowAction
@@ -102,6 +106,15 @@ class KeyGenSpec:
 
 
 @dataclass(frozen=True)
+class MergerSpec:
+    """merge_mode custom: the user's merger class (runner.table.field_merge.Merger)."""
+
+    class_path: str  # package.module:ClassName
+    properties: Mapping[str, str] = field(default_factory=dict)  # handed to its constructor
+    search_path: str | None = None  # where that module may live: the spec's directory
+
+
+@dataclass(frozen=True)
 class ExpansionSpec:
     policy: ExpansionPolicy = "multiple_rehash"
     factor: int = 2
@@ -168,6 +181,7 @@ class Target:
     table_type: TableType = "COPY_ON_WRITE"
     precombine_field: str | None = None
     merge_mode: MergeMode = "event_time"
+    merger: MergerSpec | None = None  # merge_mode custom
     delete_marker: str | None = None
     filter_dupes: bool = False
     cleaning: CleaningSpec = field(default_factory=CleaningSpec)

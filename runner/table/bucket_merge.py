@@ -8,12 +8,14 @@ runs per row.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from runner.spec.model import FIELD_MERGE_MODES, MergeMode, MergerSpec
 from runner.table.meta import RECORD_KEY
 
 DELETE = "__runner_delete"
@@ -24,8 +26,20 @@ SEQ = "__runner_seq"  # a row's place in the batch: ties between a key's rows go
 class MergeSettings:
     operation: str  # upsert | insert | bulk_insert | delete
     precombine_field: str | None
-    event_time: bool  # merge_mode event_time: stored rows with a greater precombine win
+    merge_mode: MergeMode
     filter_dupes: bool
+    merger: MergerSpec | None = None  # merge_mode custom: the user's class
+
+    @property
+    def event_time(self) -> bool:
+        """Stored rows with a greater precombine value win over incoming ones."""
+        return self.merge_mode == "event_time"
+
+    @property
+    def merges_fields(self) -> bool:
+        """A key's new row is built from the stored and incoming rows' fields
+        (runner/table/field_merge.py), not picked whole from one of them."""
+        return self.operation == "upsert" and self.merge_mode in FIELD_MERGE_MODES
 
 
 @dataclass(frozen=True)
@@ -105,3 +119,13 @@ def merge_bucket(incoming: pa.Table, stored: pa.Table, settings: MergeSettings) 
             "delete_missing": _count(~has_stored & delete),
         },
     )
+
+
+def run_bounds(values: pa.Array | pa.ChunkedArray) -> Iterator[tuple[int, int]]:
+    """(start, end) of each contiguous run of equal values."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    start = 0
+    for end in pc.run_end_encode(values).run_ends.to_pylist():
+        yield start, end
+        start = end

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from runner import faults
 from runner.index.naming import data_file_path, derived_file_id
+from runner.table.bucket_merge import run_bounds
 from runner.table.meta import BUCKET, COMMIT_SEQNO, COMMIT_TIME, PARTITION_PATH, RECORD_KEY
 from runner.table.parquet_file import OpenFiles, conform
 from runner.table.parquet_rows import ParquetRows
@@ -35,7 +36,6 @@ from runner.table.writer import (
     RESULT_SCHEMA,
     SeqNo,
     result_row,
-    run_bounds,
     split_groups,
     task_token,
 )

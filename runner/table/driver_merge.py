@@ -18,10 +18,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from runner.table.bucket_merge import SEQ
+from runner.table.bucket_merge import SEQ, run_bounds
 from runner.table.meta import BUCKET, PARTITION_PATH, RECORD_KEY
 from runner.table.snapshot import Group
-from runner.table.writer import ACTION, ExecutorJob, driver_task, run_bounds, split_groups
+from runner.table.writer import ACTION, ExecutorJob, driver_task, split_groups
 
 _NAN_FIRST = "__runner_nan"  # sort helper: Spark orders NaN above every other number
 

@@ -22,13 +22,14 @@ import pyarrow.parquet as pq
 from runner import faults
 from runner.errors import RunnerError
 from runner.index.naming import data_file_path
+from runner.table.bucket_merge import run_bounds
 from runner.table.deletion_vectors import keep_mask
 from runner.table.meta import BUCKET, PARTITION_PATH
 from runner.table.parquet_file import OpenFiles, conform
 from runner.table.reader import ROW_INDEX, SOURCE_FILE
 from runner.table.snapshot import DataFile, Group
 from runner.table.storage import TableLocation
-from runner.table.writer import run_bounds, split_groups, task_token
+from runner.table.writer import split_groups, task_token
 
 REGROUP_RESULT_SCHEMA = pa.schema(
     [

@@ -36,10 +36,12 @@ from runner.table.bucket_merge import (
     BucketMerge,
     MergeSettings,
     merge_bucket,
+    run_bounds,
     stored_key_columns,
     summarize_stored,
 )
 from runner.table.deletion_vectors import DeletionVectorFile, read_deleted_rows
+from runner.table.field_merge import Merger, load_merger, merge_fields
 from runner.table.meta import BUCKET, COMMIT_SEQNO, PARTITION_PATH, RECORD_KEY
 from runner.table.parquet_file import BucketFile, conform
 from runner.table.snapshot import DataFile, Group
@@ -152,6 +154,8 @@ class WriteJob:
         partition, token = task_token()
         fs, root = self.table.filesystem()
         seqno = SeqNo(self.instant, partition)
+        # merge_mode custom: one instance of the user's merger per task (or driver thread)
+        merger = load_merger(self.merge.merger) if self.merge.merger else None
         group: Group | None = None
         parts: list[pa.Table] = []
         for batch in batches:
@@ -159,12 +163,12 @@ class WriteJob:
                 continue
             for key, part in split_groups(pa.Table.from_batches([batch])):
                 if key != group and parts:
-                    yield self._write_bucket(fs, root, token, seqno, group, parts)
+                    yield self._write_bucket(fs, root, token, seqno, group, parts, merger)
                     parts = []
                 group = key
                 parts.append(part)
         if parts:
-            yield self._write_bucket(fs, root, token, seqno, group, parts)
+            yield self._write_bucket(fs, root, token, seqno, group, parts, merger)
 
     def _write_bucket(
         self,
@@ -174,13 +178,14 @@ class WriteJob:
         seqno: SeqNo,
         group: Group | None,
         parts: list[pa.Table],
+        merger: Merger | None,
     ) -> pa.RecordBatch:
         assert group is not None, "a bucket's rows come with its group"
-        incoming = pa.concat_tables(parts)
+        every_row = pa.concat_tables(parts)
         counts = dict.fromkeys(COUNTED_ACTIONS, 0)
-        actions = incoming.column(ACTION)
+        actions = every_row.column(ACTION)
         counts["duplicate"] = pc.sum(pc.equal(actions, "duplicate")).as_py() or 0
-        incoming = incoming.filter(pc.equal(actions, "candidate"))
+        incoming = every_row.filter(pc.equal(actions, "candidate"))
         stored = self.stored.get(group, [])
         keys = self._stored_keys(fs, root, stored)
         # only stored rows whose key the batch holds matter: one hash lookup per stored key,
@@ -188,7 +193,11 @@ class WriteJob:
         matched = pc.is_in(keys.rows.column(RECORD_KEY), value_set=incoming.column(RECORD_KEY))
         matched_rows = np.flatnonzero(matched.to_numpy(zero_copy_only=False))
         candidates = keys.rows.take(matched_rows)
-        decision = merge_bucket(incoming, summarize_stored(candidates, self.merge), self.merge)
+        if self.merge.merges_fields:  # the new rows take fields of the stored ones
+            stored_rows = self._stored_rows(fs, root, stored, keys, matched_rows)
+            decision = merge_fields(every_row, stored_rows, self.merge, self.file_schema, merger)
+        else:
+            decision = merge_bucket(incoming, summarize_stored(candidates, self.merge), self.merge)
         for action, count in decision.counts.items():
             counts[action] += count
         row = result_row(group, **counts)
@@ -253,6 +262,26 @@ class WriteJob:
         return _StoredKeys(
             pa.concat_tables(tables), np.concatenate(files), np.concatenate(positions), deleted
         )
+
+    def _stored_rows(
+        self,
+        fs: pafs.FileSystem,
+        root: str,
+        stored: list[DataFile],
+        keys: _StoredKeys,
+        rows: np.ndarray,
+    ) -> pa.Table:
+        """Whole stored rows, every column: the live rows at `rows` (indices into keys.rows)."""
+        parts: list[pa.Table] = []
+        for index, f in enumerate(stored):
+            mine = rows[keys.files[rows] == index]
+            if not len(mine):
+                continue
+            keep = np.zeros(f.num_records, dtype=bool)
+            keep[keys.positions[mine]] = True
+            parquet = pq.ParquetFile(f"{root}/{f.path}", filesystem=fs)
+            parts.extend(kept_batches(parquet, keep, self.file_schema))
+        return pa.concat_tables(parts) if parts else self.file_schema.empty_table()
 
     @staticmethod
     def _dropped_rows(
@@ -380,13 +409,3 @@ def split_groups(
     keys = pc.binary_join_element_wise(pp, pc.cast(bucket, pa.string()), "\x00")
     for start, end in run_bounds(keys):
         yield (pp[start].as_py(), bucket[start].as_py()), table.slice(start, end - start)
-
-
-def run_bounds(values: pa.Array | pa.ChunkedArray) -> Iterator[tuple[int, int]]:
-    """(start, end) of each contiguous run of equal values."""
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    start = 0
-    for end in pc.run_end_encode(values).run_ends.to_pylist():
-        yield start, end
-        start = end

@@ -6,7 +6,7 @@ import pyarrow as pa
 
 from runner.table.bucket_merge import DELETE, MergeSettings, merge_bucket, summarize_stored
 
-UPSERT = MergeSettings("upsert", "ts", event_time=True, filter_dupes=False)
+UPSERT = MergeSettings("upsert", "ts", merge_mode="event_time", filter_dupes=False)
 
 
 def _incoming(keys, ts, delete=None) -> pa.Table:
@@ -33,7 +33,7 @@ def test_upsert_event_time_inserts_updates_and_skips_older():
 
 
 def test_upsert_commit_time_always_replaces_and_deletes_count_stored_rows():
-    settings = MergeSettings("upsert", "ts", event_time=False, filter_dupes=False)
+    settings = MergeSettings("upsert", "ts", merge_mode="commit_time", filter_dupes=False)
     merge = merge_bucket(
         _incoming(["a", "b", "z"], [0, 0, 0], delete=[False, True, True]),
         _stored(["a", "b", "b"], [9, 9, 9], settings),
@@ -51,17 +51,17 @@ def test_a_stored_row_without_ordering_value_is_replaced():
 
 
 def test_insert_keeps_everything_unless_filter_dupes():
-    plain = MergeSettings("insert", None, event_time=True, filter_dupes=False)
+    plain = MergeSettings("insert", None, merge_mode="event_time", filter_dupes=False)
     merge = merge_bucket(_incoming(["a", "b"], [1, 1]), _stored(["a"], [1], plain), plain)
     assert merge.counts == {"insert": 2} and len(merge.drop_keys) == 0
-    dedupe = MergeSettings("insert", None, event_time=True, filter_dupes=True)
+    dedupe = MergeSettings("insert", None, merge_mode="event_time", filter_dupes=True)
     merge = merge_bucket(_incoming(["a", "b"], [1, 1]), _stored(["a"], [1], dedupe), dedupe)
     assert merge.counts == {"insert": 1, "duplicate": 1}
     assert merge.write.column("_record_key").to_pylist() == ["b"]
 
 
 def test_delete_removes_stored_keys_and_counts_missing():
-    settings = MergeSettings("delete", None, event_time=True, filter_dupes=False)
+    settings = MergeSettings("delete", None, merge_mode="event_time", filter_dupes=False)
     merge = merge_bucket(
         _incoming(["a", "q"], [0, 0]), _stored(["a", "a", "b"], [1, 1, 1], settings), settings
     )

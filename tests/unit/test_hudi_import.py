@@ -10,6 +10,7 @@ from runner.errors import UserError
 from runner.spec.hudi_import import import_streamer, parse_streamer_args, read_properties
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "hudi"
+PAYLOAD = "org.apache.hudi.common.model."
 SOURCE = "org.apache.hudi.utilities.sources."
 BASE = {
     "hoodie.datasource.write.recordkey.field": "id",
@@ -91,6 +92,32 @@ def test_sql_transformer_csv_options_and_merge_modes():
 
 
 @pytest.mark.parametrize(
+    ("props", "args", "merge_mode"),
+    [
+        ({}, ["--payload-class", f"{PAYLOAD}PartialUpdateAvroPayload"], "partial_update"),
+        (
+            {"hoodie.datasource.write.payload.class": "OverwriteNonDefaultsWithLatestAvroPayload"},
+            [],
+            "overwrite_non_defaults",
+        ),
+        # Hudi 1.1 writes the payloads as a merge mode with a partial update mode
+        (
+            {"hoodie.write.record.merge.mode": "EVENT_TIME_ORDERING",
+             "hoodie.write.partial.update.mode": "IGNORE_DEFAULTS"},
+            ["--source-ordering-field", "ts"],
+            "partial_update",
+        ),
+        ({"hoodie.table.partial.update.mode": "IGNORE_DEFAULTS"}, [], "overwrite_non_defaults"),
+        ({"hoodie.table.partial.update.mode": "NONE"}, [], "commit_time"),
+    ],
+)  # fmt: skip
+def test_partial_update_payloads_map_to_merge_modes(props, args, merge_mode):
+    imported = _import(props, *args)
+    assert imported.spec["target"]["merge_mode"] == merge_mode
+    assert any(field.endswith(merge_mode) for _, field in imported.mapped)
+
+
+@pytest.mark.parametrize(
     ("props", "args", "message"),
     [
         ({}, ["--op", "INSERT_OVERWRITE"], "--op INSERT_OVERWRITE has no equivalent"),
@@ -98,12 +125,16 @@ def test_sql_transformer_csv_options_and_merge_modes():
         ({}, ["--source-ordering-field", "ts,seq"], "orders records by one field"),
         ({}, ["--source-class", f"{SOURCE}JsonKafkaSource"], "imports the DFS sources"),
         (
-            {"hoodie.datasource.write.payload.class": "org.apache.hudi.common.model."
-             "PartialUpdateAvroPayload"},
+            {"hoodie.datasource.write.payload.class": "com.example.MyPayload"},
             [],
-            "PartialUpdateAvroPayload: the runner merges as",
+            "MyPayload: the runner merges as OverwriteWithLatestAvroPayload",
         ),
         ({"hoodie.write.record.merge.mode": "CUSTOM"}, [], "CUSTOM: only"),
+        (
+            {"hoodie.write.partial.update.mode": "FILL_DEFAULTS"},
+            [],
+            "FILL_DEFAULTS: the runner's partial updates keep",
+        ),
         ({"hoodie.streamer.source.dfs.root": ""}, [], "no source path"),
         ({}, ["--transformer-class", "org.example.MyTransformer"], "only SqlQueryBasedTrans"),
     ],

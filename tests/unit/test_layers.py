@@ -17,7 +17,7 @@ RUNNER = Path(__file__).resolve().parents[2] / "runner"
 # Lowest first. Peers share a layer and may not import each other.
 LAYERS: list[tuple[str, ...]] = [
     ("runner", "runner.errors"),
-    ("runner.faults", "runner.spec", "runner.maven"),
+    ("runner.faults", "runner.spec", "runner.maven", "runner.user_code"),
     ("runner.s3_connector",),
     ("runner.logs", "runner.session", "runner.fields"),
     ("runner.keygen", "runner.index"),

@@ -146,6 +146,29 @@ def test_a_valid_spec_passes(tmp_path):
             "table; give it its own path",
         ),
         (
+            "  operation: upsert",
+            "  operation: insert\n  merge_mode: partial_update",
+            "p.yaml:9:15: target.merge_mode: partial_update merges a record with the stored one, "
+            "which only upsert does, not insert",
+        ),
+        (
+            "  operation: upsert",
+            "  operation: upsert\n  merge_mode: custom",
+            "p.yaml:9:15: target.merge_mode: custom needs target.merger.class, the "
+            "package.module:ClassName of your merger",
+        ),
+        (
+            "  operation: upsert",
+            "  operation: upsert\n  merger: {class: 'm:Sum'}",
+            "p.yaml:9:11: target.merger: applies to merge_mode custom, not event_time",
+        ),
+        (
+            "  operation: upsert",
+            "  operation: upsert\n  merge_mode: custom\n  merger: {class: summing}",
+            'p.yaml:10:19: target.merger.class: "summing" is not valid here; write '
+            "package.module:ClassName (the module's import path, a colon, the class)",
+        ),
+        (
             "  index:",
             "  index: [",
             "p.yaml:16:5: not valid YAML: expected ',' or ']', but got '<scalar>'",
@@ -208,7 +231,8 @@ def test_a_user_class_and_a_type_together_are_refused(tmp_path):
 def test_a_user_class_must_name_module_and_class(tmp_path):
     text = GOOD.replace("    type: SIMPLE\n", "    class: my.keys.Gen\n")
     code, lines = _validate(tmp_path, text)
-    assert code == 2 and "target.key_generator.class" in lines[0] and "pattern" in lines[0]
+    assert code == 2 and "target.key_generator.class" in lines[0]
+    assert "write package.module:ClassName" in lines[0]
 
 
 @pytest.mark.parametrize(
@@ -243,3 +267,47 @@ def test_a_user_class_must_name_module_and_class(tmp_path):
 def test_bad_input_settings_are_checked(tmp_path, old, new, expected):
     code, lines = _validate(tmp_path, GOOD.replace(old, new))
     assert (code, lines) == (2, [expected])
+
+
+def test_hudi_merge_properties_set_the_merge_mode_and_ordering_field(tmp_path):
+    from runner.spec import load_spec
+
+    text = GOOD.replace(
+        "  precombine_field: ts\n",
+        "  properties:\n"
+        "    hoodie.datasource.write.payload.class: "
+        "org.apache.hudi.common.model.PartialUpdateAvroPayload\n"
+        "    hoodie.datasource.write.precombine.field: ts\n",
+    )
+    (tmp_path / "p.yaml").write_text(text)
+    target = load_spec(tmp_path / "p.yaml").target
+    assert (target.merge_mode, target.precombine_field) == ("partial_update", "ts")
+
+
+@pytest.mark.parametrize(
+    ("properties", "expected"),
+    [
+        (
+            "    hoodie.write.record.merge.mode: COMMIT_TIME_ORDERING\n  merge_mode: event_time\n",
+            "target.merge_mode: event_time disagrees with target.properties, which give "
+            "commit_time; set it one way",
+        ),
+        (
+            "    hoodie.datasource.write.payload.class: com.example.MyPayload\n",
+            "target.properties.hoodie.datasource.write.payload.class: "
+            "hoodie.datasource.write.payload.class com.example.MyPayload: the runner merges as",
+        ),
+        (
+            "    hoodie.datasource.write.operation: upsert\n",
+            "target.properties.hoodie.datasource.write.operation: not a merge property the "
+            "runner reads",
+        ),
+    ],
+)
+def test_hudi_merge_properties_are_checked(tmp_path, properties, expected):
+    text = GOOD.replace(
+        "  precombine_field: ts\n", f"  precombine_field: ts\n  properties:\n{properties}"
+    )
+    code, lines = _validate(tmp_path, text)
+    assert code == 2
+    assert any(expected in line for line in lines), lines
