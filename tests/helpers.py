@@ -131,3 +131,17 @@ def assert_stale_writer_refused(stale: Any) -> None:
             {(some_file.partition_path, some_file.bucket)},
             {"operation": "upsert"},
         )
+
+
+# MERGE_ON_READ with thresholds no bucket reaches: every change goes through deletion vectors
+NEVER_REWRITE = {"max_delta_files": 1000, "max_deleted_fraction": 1.0}
+
+
+def merge_place(merged_on: str) -> dict[str, Any]:
+    """Target settings that merge a batch there: "driver" (the default) or "spark"."""
+    return {"driver_merge": {"max_rows": 0}} if merged_on == "spark" else {}
+
+
+def check_merge_place(summary: Any, merged_on: str) -> None:
+    expected = "the driver" if merged_on == "driver" else "Spark executors"
+    assert summary.merged_on.startswith(expected), summary.merged_on

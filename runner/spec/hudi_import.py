@@ -15,14 +15,14 @@ later definitions win. `hoodie.streamer.*` wins over its old `hoodie.deltastream
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from runner.errors import UserError
 from runner.spec import hudi_props
-from runner.spec.hudi_merge import ORDERING_PROPS, merge_mode
+from runner.spec.hudi_merge import ORDERING_PROPS, Lookup, merge_mode, ordering_field
 
 SOURCES = "org.apache.hudi.utilities.sources."
 SOURCE_FORMATS = {
@@ -63,9 +63,6 @@ VALUE_FLAGS = {
     "--spark-app-name",
 }
 SWITCHES = {"--filter-dupes", "--continuous", "--enable-hive-sync", "--enable-sync"}
-
-# A lookup of a setting by its names: (name it was found under, value), or None.
-Lookup = Callable[..., "tuple[str, str] | None"]
 
 
 def read_properties(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, str]:
@@ -287,13 +284,7 @@ def import_streamer(
 
     ordering = setting(["--source-ordering-fields", "--source-ordering-field"], *ORDERING_PROPS)
     if ordering:
-        fields_ = [f.strip() for f in ordering[1].split(",") if f.strip()]
-        if len(fields_) > 1:
-            raise UserError(
-                f"{ordering[0]} {ordering[1]}: the runner orders records by one field; "
-                "combine them into one column in a transform, e.g. a struct or a timestamp"
-            )
-        target["precombine_field"] = fields_[0]
+        target["precombine_field"] = ordering_field(ordering)
         out.mapped.append((ordering[0], "target.precombine_field"))
     target["merge_mode"] = merge_mode(setting, out, has_ordering=bool(ordering))
     if flags.get("--filter-dupes") == "true":

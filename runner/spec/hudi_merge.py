@@ -53,6 +53,17 @@ MERGE_MODE_PROPS = (
 )
 
 
+def ordering_field(found: tuple[str, str]) -> str:
+    """The one ordering field a setting (name, value) gives; Hudi 1.x allows several."""
+    fields = [f.strip() for f in found[1].split(",") if f.strip()]
+    if len(fields) > 1:
+        raise UserError(
+            f"{found[0]} {found[1]}: the runner orders records by one field; combine them "
+            "into one column in a transform, e.g. a struct or a timestamp"
+        )
+    return fields[0]
+
+
 def merge_mode(setting: Lookup, out: Notes, has_ordering: bool) -> str:
     """The runner's merge_mode for Hudi's merge settings (a merge mode wins over a payload
     class, as in Hudi 1.x); what was read is noted in `out`."""
@@ -141,9 +152,12 @@ def from_properties(properties: Mapping[str, Any]) -> PropertySettings:
         return next(((name, props[name]) for name in names if name in props), None)
 
     ordering = setting((), *ORDERING_PROPS)
-    if ordering and "," in ordering[1]:
-        problems.append((ordering[0], "the runner orders records by one field"))
-        ordering = None
+    precombine_field = None
+    if ordering:
+        try:
+            precombine_field = ordering_field(ordering)
+        except UserError as exc:
+            problems.append((ordering[0], str(exc)))
     mode = None
     if any(name in props for name in MERGE_MODE_PROPS):
         try:
@@ -151,4 +165,4 @@ def from_properties(properties: Mapping[str, Any]) -> PropertySettings:
         except UserError as exc:
             first = next(name for name in MERGE_MODE_PROPS if name in props)
             problems.append((first, str(exc)))
-    return PropertySettings(mode, ordering[1].strip() if ordering else None, tuple(problems))
+    return PropertySettings(mode, precombine_field, tuple(problems))

@@ -20,7 +20,7 @@ import jsonschema
 import yaml
 
 from runner.errors import InvalidSpecError, SpecProblem
-from runner.spec.hudi_merge import from_properties
+from runner.spec.hudi_merge import PropertySettings, from_properties
 from runner.spec.keygen_settings import field_list, resolve_key_generator
 from runner.spec.model import (
     FIELD_MERGE_MODES,
@@ -250,7 +250,7 @@ def _semantic_problems(doc: _Located, file: str) -> list[SpecProblem]:
                 f"{target[key]} disagrees with target.properties, which give {theirs}; "
                 "set it one way",
             )
-    merge_mode, precombine_field = _merge_settings(target)
+    merge_mode, precombine_field = _merge_settings(target, from_props)
     if operation == "upsert" and merge_mode == "event_time" and precombine_field is None:
         problem(
             ("target", "precombine_field"),
@@ -374,7 +374,9 @@ def _build(data: dict[str, Any], file: Path) -> PipelineSpec:
     if keygen.class_path:
         keygen = replace(keygen, search_path=str(base))
     index = target["index"]
-    merge_mode, precombine_field = _merge_settings(target)
+    merge_mode, precombine_field = _merge_settings(
+        target, from_properties(target.get("properties", {}))
+    )
     spark = data.get("spark", {})
     return PipelineSpec(
         name=data["name"],
@@ -454,10 +456,11 @@ def _jdbc(value: dict[str, Any] | None, base: Path) -> JdbcSpec | None:
     return JdbcSpec(**{**value, "jar": _resolve(jar, base) if jar else None})
 
 
-def _merge_settings(target: dict[str, Any]) -> tuple[MergeMode, str | None]:
+def _merge_settings(
+    target: dict[str, Any], from_props: PropertySettings
+) -> tuple[MergeMode, str | None]:
     """merge_mode and precombine_field, set in the spec's fields or by Hudi's names in
-    target.properties (runner/spec/hudi_merge.py; the two must agree)."""
-    from_props = from_properties(target.get("properties", {}))
+    target.properties (`from_props`; the two must agree)."""
     merge_mode = target.get("merge_mode") or from_props.merge_mode
     precombine_field = target.get("precombine_field") or from_props.precombine_field
     return cast(MergeMode, merge_mode or _default(Target, "merge_mode")), precombine_field

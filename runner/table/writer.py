@@ -190,11 +190,15 @@ class WriteJob:
         keys = self._stored_keys(fs, root, stored)
         # only stored rows whose key the batch holds matter: one hash lookup per stored key,
         # then the per-key summary and the decision over those few rows
-        matched = pc.is_in(keys.rows.column(RECORD_KEY), value_set=incoming.column(RECORD_KEY))
-        matched_rows = np.flatnonzero(matched.to_numpy(zero_copy_only=False))
+        batch_keys = incoming.column(RECORD_KEY)
+        matched = pc.is_in(keys.rows.column(RECORD_KEY), value_set=batch_keys).to_numpy(
+            zero_copy_only=False
+        )
+        matched_rows = np.flatnonzero(matched)
         candidates = keys.rows.take(matched_rows)
         if self.merge.merges_fields:  # the new rows take fields of the stored ones
-            stored_rows = self._stored_rows(fs, root, stored, keys, matched_rows)
+            parts = list(self._live_rows(fs, root, stored, keys, matched, range(len(stored))))
+            stored_rows = pa.concat_tables(parts) if parts else self.file_schema.empty_table()
             decision = merge_fields(every_row, stored_rows, self.merge, self.file_schema, merger)
         else:
             decision = merge_bucket(incoming, summarize_stored(candidates, self.merge), self.merge)
@@ -208,12 +212,14 @@ class WriteJob:
         new_file = BucketFile(fs, f"{root}/{self._relative(group, token)}", self.file_schema)
         dropped = self._dropped_rows(keys.rows.num_rows, matched_rows, candidates, decision)
         if self._rewrites(stored, keys, dropped):
-            self._copy_kept_rows(fs, root, stored, keys, dropped, new_file, range(len(stored)))
+            for part in self._live_rows(fs, root, stored, keys, ~dropped, range(len(stored))):
+                new_file.write(part)  # the rows that stay: not deleted before, not replaced now
             row["rewritten"] = True
         else:
             assert self.delta_files is not None
             folded = self.delta_files.folded(stored)
-            self._copy_kept_rows(fs, root, stored, keys, dropped, new_file, folded)
+            for part in self._live_rows(fs, root, stored, keys, ~dropped, folded):
+                new_file.write(part)
             row.update(self._attach_deletion_vectors(fs, root, stored, keys, dropped, folded))
             if folded:
                 row["folded"] = json.dumps([stored[i].path for i in folded])
@@ -263,25 +269,25 @@ class WriteJob:
             pa.concat_tables(tables), np.concatenate(files), np.concatenate(positions), deleted
         )
 
-    def _stored_rows(
+    def _live_rows(
         self,
         fs: pafs.FileSystem,
         root: str,
         stored: list[DataFile],
         keys: _StoredKeys,
-        rows: np.ndarray,
-    ) -> pa.Table:
-        """Whole stored rows, every column: the live rows at `rows` (indices into keys.rows)."""
-        parts: list[pa.Table] = []
-        for index, f in enumerate(stored):
-            mine = rows[keys.files[rows] == index]
-            if not len(mine):
+        chosen: np.ndarray,
+        files: Iterable[int],
+    ) -> Iterator[pa.Table]:
+        """Whole rows, every column, of the stored files at `files`: the live rows `chosen`
+        (a mask over keys.rows) picks, row group by row group."""
+        for index in files:
+            mine = keys.files == index
+            if not chosen[mine].any():
                 continue
-            keep = np.zeros(f.num_records, dtype=bool)
-            keep[keys.positions[mine]] = True
-            parquet = pq.ParquetFile(f"{root}/{f.path}", filesystem=fs)
-            parts.extend(kept_batches(parquet, keep, self.file_schema))
-        return pa.concat_tables(parts) if parts else self.file_schema.empty_table()
+            keep = np.zeros(stored[index].num_records, dtype=bool)
+            keep[keys.positions[mine]] = chosen[mine]
+            parquet = pq.ParquetFile(f"{root}/{stored[index].path}", filesystem=fs)
+            yield from kept_batches(parquet, keep, self.file_schema)
 
     @staticmethod
     def _dropped_rows(
@@ -306,27 +312,6 @@ class WriteJob:
         return (
             len(stored) >= limits.max_files or deleted > limits.max_deleted_fraction * stored_rows
         )
-
-    def _copy_kept_rows(
-        self,
-        fs: pafs.FileSystem,
-        root: str,
-        stored: list[DataFile],
-        keys: _StoredKeys,
-        dropped: np.ndarray,
-        out: BucketFile,
-        files: Iterable[int],
-    ) -> None:
-        """Stream the rows that stay (not deleted before, not replaced now) of the stored
-        files at `files` into the bucket's new file, row group by row group."""
-        for index in files:
-            f = stored[index]
-            keep = np.zeros(f.num_records, dtype=bool)
-            mine = keys.files == index
-            keep[keys.positions[mine]] = ~dropped[mine]
-            parquet = pq.ParquetFile(f"{root}/{f.path}", filesystem=fs)
-            for part in kept_batches(parquet, keep, out.schema):
-                out.write(part)
 
     def _attach_deletion_vectors(
         self,

@@ -14,7 +14,14 @@ import pytest
 from runner.commands.run import run_pipeline
 from runner.errors import UserError
 from runner.spec import load_spec
-from tests.helpers import read_table, write_batch, write_spec
+from tests.helpers import (
+    NEVER_REWRITE,
+    check_merge_place,
+    merge_place,
+    read_table,
+    write_batch,
+    write_spec,
+)
 
 FIELDS = ["id", "city", "ts", "amount", "note"]
 CITIES = ["ams", "sf", "nyc"]
@@ -28,17 +35,6 @@ BATCH_SCHEMA = pa.schema(
         ("deleted", pa.bool_()),
     ]
 )
-NEVER_REWRITE = {"max_delta_files": 1000, "max_deleted_fraction": 1.0}
-
-
-@pytest.fixture(params=["COPY_ON_WRITE", "MERGE_ON_READ"])
-def table_type(request) -> str:
-    return request.param
-
-
-@pytest.fixture(params=["driver", "spark"])
-def merged_on(request) -> str:
-    return request.param
 
 
 def _target(table_type: str, merged_on: str, mode: str, **extra) -> dict:
@@ -46,7 +42,7 @@ def _target(table_type: str, merged_on: str, mode: str, **extra) -> dict:
         "operation": "upsert",
         "table_type": table_type,
         **({"compaction": NEVER_REWRITE} if table_type == "MERGE_ON_READ" else {}),
-        **({"driver_merge": {"max_rows": 0}} if merged_on == "spark" else {}),
+        **merge_place(merged_on),
         "record_key": "id",
         "precombine_field": "ts",
         "merge_mode": mode,
@@ -130,8 +126,7 @@ def test_field_merges_match_the_pandas_reference(spark, tmp_path, table_type, me
         write_batch(tmp_path, batch, BATCH_SCHEMA)
         summary = run_pipeline(spec, spark=spark)
         reference.upsert(batch)
-        expected = "the driver" if merged_on == "driver" else "Spark executors"
-        assert summary.merged_on.startswith(expected)
+        check_merge_place(summary, merged_on)
         assert summary.stale_skipped == 0  # an older record is merged, never skipped
         assert summary.duplicates_dropped == len(batch) - batch["id"].nunique()
         pd.testing.assert_frame_equal(
@@ -204,8 +199,7 @@ def test_a_custom_merger_runs_where_the_batch_is_merged(spark, tmp_path, table_t
             else:
                 live = rows[~rows["deleted"]]
                 totals[key] = round(totals.get(key, 0.0) + live["amount"].sum(), 6)
-        expected = "the driver" if merged_on == "driver" else "Spark executors"
-        assert summary.merged_on.startswith(expected)
+        check_merge_place(summary, merged_on)
     got = read_table(tmp_path / "table")
     assert dict(zip(got["id"], got["amount"].round(6), strict=True)) == totals
 

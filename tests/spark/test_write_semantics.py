@@ -12,36 +12,17 @@ from runner.commands.run import run_pipeline
 from runner.spec import load_spec
 from runner.table.reader import read_table as spark_read_table
 from tests.delta_spark import delta_spark_ready, read_with_delta_spark
-from tests.helpers import read_table, write_batch, write_spec
+from tests.helpers import (
+    NEVER_REWRITE,
+    check_merge_place,
+    merge_place,
+    read_table,
+    write_batch,
+    write_spec,
+)
 
 DATA_COLUMNS = ["id", "city", "ts", "amount"]
 CITIES = ["ams", "sf", "nyc"]
-
-
-@pytest.fixture(params=["COPY_ON_WRITE", "MERGE_ON_READ"])
-def table_type(request) -> str:
-    """Every write-semantics test runs on both table types, against the same reference."""
-    return request.param
-
-
-@pytest.fixture(params=["driver", "spark"])
-def merged_on(request) -> str:
-    """Where a batch is merged: on the driver (small batches, the default) or in a Spark
-    write job (driver_merge.max_rows 0, as for a batch past the limit)."""
-    return request.param
-
-
-def _place(merged_on: str) -> dict:
-    return {"driver_merge": {"max_rows": 0}} if merged_on == "spark" else {}
-
-
-def _check_place(summary, merged_on: str) -> None:
-    expected = "the driver" if merged_on == "driver" else "Spark executors"
-    assert summary.merged_on.startswith(expected), summary.merged_on
-
-
-# MERGE_ON_READ with thresholds no bucket reaches: every change goes through deletion vectors
-NEVER_REWRITE = {"max_delta_files": 1000, "max_deleted_fraction": 1.0}
 
 
 def _target(operation: str, table_type: str = "COPY_ON_WRITE", **extra) -> dict:
@@ -128,7 +109,7 @@ def test_random_sequence_matches_pandas_reference(spark, tmp_path, table_type, m
         if operation == "bulk_insert":
             batch = batch.drop_duplicates(["id"])  # bulk_insert keeps duplicates, like Hudi
         extra = {"delete_marker": "deleted"} if operation == "upsert" else {}
-        target = _target(operation, table_type, **extra, **_place(merged_on))
+        target = _target(operation, table_type, **extra, **merge_place(merged_on))
         if operation != "upsert":
             target.pop("precombine_field")
             batch = batch.drop(columns="deleted")
@@ -138,7 +119,7 @@ def test_random_sequence_matches_pandas_reference(spark, tmp_path, table_type, m
         getattr(ref, operation)(batch.assign(deleted=batch.get("deleted", False)))
         assert summary.rows_read == len(batch)
         if operation != "bulk_insert":
-            _check_place(summary, merged_on)
+            check_merge_place(summary, merged_on)
         with_dvs += summary.buckets_with_deletion_vectors
 
         expected = _normalized(ref.rows)
@@ -157,7 +138,7 @@ def test_random_sequence_matches_pandas_reference(spark, tmp_path, table_type, m
 
 
 def test_upsert_counts_and_merge_modes(spark, tmp_path, table_type, merged_on):
-    spec = write_spec(tmp_path, _target("upsert", table_type, **_place(merged_on)))
+    spec = write_spec(tmp_path, _target("upsert", table_type, **merge_place(merged_on)))
     write_batch(
         tmp_path,
         pd.DataFrame(
@@ -166,7 +147,7 @@ def test_upsert_counts_and_merge_modes(spark, tmp_path, table_type, merged_on):
     )
     first = run_pipeline(load_spec(spec), spark=spark)
     assert (first.inserted, first.updated, first.duplicates_dropped) == (2, 0, 1)
-    _check_place(first, merged_on)
+    check_merge_place(first, merged_on)
 
     # id 1 arrives older than stored: event_time keeps the stored row
     write_batch(
@@ -180,7 +161,7 @@ def test_upsert_counts_and_merge_modes(spark, tmp_path, table_type, merged_on):
 
     # commit_time: the incoming record always wins
     spec = write_spec(
-        tmp_path, _target("upsert", table_type, merge_mode="commit_time", **_place(merged_on))
+        tmp_path, _target("upsert", table_type, merge_mode="commit_time", **merge_place(merged_on))
     )
     write_batch(tmp_path, pd.DataFrame({"id": [1], "city": ["ams"], "ts": [0], "amount": [99.0]}))
     third = run_pipeline(load_spec(spec), spark=spark)
@@ -294,9 +275,9 @@ def test_the_driver_keeps_the_rows_a_spark_job_keeps(spark, tmp_path, values):
     write_batch(tmp_path, batch)
     tables = {}
     for place in ("driver", "spark"):
-        spec = write_spec(tmp_path, {**_target("upsert"), "path": place, **_place(place)})
+        spec = write_spec(tmp_path, {**_target("upsert"), "path": place, **merge_place(place)})
         summary = run_pipeline(load_spec(spec), spark=spark)
-        _check_place(summary, place)
+        check_merge_place(summary, place)
         assert summary.inserted == 37 and summary.duplicates_dropped == n - 37
         tables[place] = (
             read_table(tmp_path / place)[["id", "amount"]].sort_values("id").reset_index(drop=True)
