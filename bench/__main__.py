@@ -87,8 +87,9 @@ def main() -> None:
     parser.add_argument("--buckets", type=int, default=16)
     parser.add_argument(
         "--only",
-        choices=["write", "expand", "mor"],
-        help="run one group of scenarios (default: all; mor: merge-on-read tables)",
+        choices=["write", "expand", "mor", "scd2"],
+        help="run one group of scenarios (default: all; mor: merge-on-read tables; scd2: a "
+        "change feed's history, 1%% of the keys changed)",
     )
     parser.add_argument(
         "--mor-keys",
@@ -137,6 +138,7 @@ def main() -> None:
 
     from bench.expand import run_expand_benchmarks
     from bench.merge_on_read import run_mor_benchmarks
+    from bench.scd2 import run_scd2_benchmarks
     from bench.write import run_write_benchmarks
     from runner import logs
     from runner.session import spark_session
@@ -180,6 +182,10 @@ def main() -> None:
                 max_delta_files=args.mor_max_delta_files,
                 warmup=warmup,
                 skip=args.skip_peer,
+            )
+        if args.only in (None, "scd2"):
+            results += run_scd2_benchmarks(
+                spark, Path(tmp) / "scd2", args.rows, args.repeats, args.buckets, warmup
             )
     results.append(
         {

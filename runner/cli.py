@@ -437,6 +437,12 @@ def compact(spec: str, partitions: tuple[str, ...], dry_run: bool, as_json: bool
     help="Read the table as it was at this version, or at the newest commit up to an instant.",
 )
 @click.option(
+    "--as-of-business-time",
+    metavar="VALUE",
+    help="SCD type 2 tables: the versions valid at this value of the change feed's "
+    "sequence column (valid_from <= VALUE < valid_to).",
+)
+@click.option(
     "--format",
     "fmt",
     type=click.Choice(["json", "csv", "parquet"]),
@@ -450,6 +456,7 @@ def read(
     since: str | None,
     until: str | None,
     as_of: str | None,
+    as_of_business_time: str | None,
     fmt: str,
     out: str | None,
 ) -> None:
@@ -458,6 +465,7 @@ def read(
     \b
       runner read warehouse/trips --since 20261122093000000
       runner read warehouse/trips --as-of 3 --format parquet --out v3.parquet
+      runner read warehouse/customers --as-of-business-time 2026-06-30T00:00:00
 
     An incremental pull returns the rows whose _commit_time is in (SINCE, UNTIL], opening
     only files whose statistics can hold them, like Hudi's incremental query. Instants are
@@ -468,7 +476,9 @@ def read(
 
     if fmt == "parquet" and not out:
         raise click.UsageError("--format parquet writes a file: give --out PATH")
-    result = read_rows(table, since=since, until=until, as_of=as_of)
+    result = read_rows(
+        table, since=since, until=until, as_of=as_of, as_of_business_time=as_of_business_time
+    )
     write_rows(result.rows, fmt, out)
     click.echo(result.describe(table), err=True)
 

@@ -31,6 +31,7 @@ from runner.ops.summary import human_size
 from runner.ops.uncommitted import remove_uncommitted
 from runner.session import spark_session, under_spark_submit
 from runner.spec.model import PipelineSpec, Target
+from runner.table import tombstones
 from runner.table.config import check_table_settings
 from runner.table.layout_commit import check_expandable, commit_relayout
 from runner.table.log_entry import NewFile
@@ -217,9 +218,27 @@ def plan_expansion(
         layout_after = layout.with_counts(counts)
     if layout_after == layout:
         raise UserError(f"nothing to do: {snapshot.uri} already has {layout.describe()}")
+    _refuse_tombstones(snapshot, changes)
     return ExpansionPlan(
         snapshot.uri, snapshot.version, policy, layout, layout_after, tuple(changes)
     )
+
+
+def _refuse_tombstones(snapshot: TableSnapshot, changes: list[PartitionChange]) -> None:
+    """A change feed's table may remember deleted keys in its files' footers
+    (runner/table/tombstones.py); an expansion does not carry them into the new buckets
+    yet, and a late event could then bring a deleted key back."""
+    if "runner.cdc.sequence_by" not in snapshot.configuration:
+        return
+    fs, root = snapshot.location.filesystem()
+    paths = [f.path for change in changes for f in change.files]
+    if tombstones.carried(fs, root, paths) is not None:
+        raise UserError(
+            f"{snapshot.uri} remembers deleted keys of its change feed (tombstones, kept "
+            "cdc.tombstone_hours) in the partitions to expand, and an expansion does not "
+            "carry them into the new buckets yet; expand once they have expired, or into "
+            "a new table"
+        )
 
 
 def _check_counts(where: str, before: int, after: int, policy: str) -> None:

@@ -51,6 +51,7 @@ def read_rows(
     since: str | None = None,
     until: str | None = None,
     as_of: str | None = None,
+    as_of_business_time: str | None = None,
 ) -> ReadResult:
     location = locate(path)
     try:
@@ -84,11 +85,37 @@ def read_rows(
     # delta-rs reads any Delta table, partitioned too, but refuses one whose protocol
     # allows deletion vectors (a MERGE_ON_READ table, also once compacted and without any)
     dv_feature = "deletionVectors" in (table.protocol().reader_features or [])
+    if as_of_business_time is not None:
+        valid = _valid_at(path, table.metadata().configuration, schema, as_of_business_time)
+        wanted = valid if wanted is None else wanted & valid
     if wanted is None and not vectors and not dv_feature:
         return ReadResult(table.to_pyarrow_table(), table.version(), len(keep), len(actions))
     files = [(unquote(row["path"]), vectors.get(unquote(row["path"]))) for row in keep]
     rows = read_live(location, schema, files, wanted)
     return ReadResult(rows, table.version(), len(keep), len(actions))
+
+
+def _valid_at(
+    path: str, configuration: dict[str, str], schema: pa.Schema, moment: str
+) -> pc.Expression:
+    """SCD type 2: the versions valid at `moment`, a value of the table's sequence column
+    (start <= moment < end, or no end)."""
+    if configuration.get("runner.scd.type") != "2":
+        raise UserError(
+            f"--as-of-business-time reads the history of an SCD type 2 table (target.scd.type "
+            f"2); {path} keeps no history"
+        )
+    start = configuration["runner.scd.start_column"]
+    end = configuration["runner.scd.end_column"]
+    typ = schema.field(start).type
+    try:
+        value = pa.scalar(moment).cast(typ)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise UserError(
+            f"--as-of-business-time {moment!r} is not a {typ} like the table's "
+            f"{configuration['runner.cdc.sequence_by']} (the sequence its history is kept in)"
+        ) from None
+    return (pc.field(start) <= value) & (pc.field(end).is_null() | (pc.field(end) > value))
 
 
 def _is_instant(value: str) -> bool:

@@ -37,6 +37,7 @@ from runner.ops.bucket_write import (
     new_deletion_vectors,
     replaced_files,
 )
+from runner.ops.change_feed import check_feed_columns, not_stored, with_history_columns
 from runner.ops.keys import add_key_columns
 from runner.ops.merge import (
     bulk_keys,
@@ -266,7 +267,10 @@ class PipelineRun:
             batch = _without_meta_columns(read.batch)
             summary.sources = {p.source.name: p.summary() for p in self.plans}
             _check_operation_fields(batch.schema, target)
+            check_feed_columns(batch.schema, target)
             check_expectations(batch, spec)
+            input_columns = batch.columns
+            batch = with_history_columns(batch, target)
             schema = _plan_schema(batch, target, self.snapshot)
             layout = table_layout(self.snapshot, target)
             judged = _pinned(
@@ -281,9 +285,9 @@ class PipelineRun:
                 why_not = why_spark_sends_rows(spec, batch, schema.file_schema, data)
                 summary.rows_from = f"Spark ({why_not})" if why_not else "the source files"
                 log.info("bulk_rows_from", source=summary.rows_from)
-                self._bulk_insert(judged, batch.columns, schema, None if why_not else tuple(data))
+                self._bulk_insert(judged, input_columns, schema, None if why_not else tuple(data))
             else:
-                self._merge_batch(judged, batch.columns, schema)
+                self._merge_batch(judged, input_columns, schema)
         finally:
             judged.unpersist()
         return True
@@ -555,6 +559,11 @@ class PipelineRun:
         summary.duplicates_dropped = sum(r.duplicate for r in results)
         summary.stale_skipped = sum(r.stale for r in results)
         summary.deletes_missing = sum(r.delete_missing for r in results)
+        if target.cdc is not None:
+            summary.scd_type = target.scd.type
+            summary.late_events = sum(r.late for r in results)
+            summary.superseded_events = sum(r.superseded for r in results)
+            summary.versions_closed = sum(r.closed for r in results)
         summary.files_added = len(new_files)
         summary.files_removed = len(removed)
         summary.bytes_written = sum(f.size for f in new_files) + sum(r.dv_size for r in results)
@@ -836,7 +845,7 @@ def _plan_schema(batch: DataFrame, target: Target, snapshot: TableSnapshot | Non
         if table_schema is None:
             raise UserError(f"operation delete needs an existing table; none at {target.path}")
         return plan_schema(table_schema, table_schema, target.path)
-    data = batch.drop(*([target.delete_marker] if target.delete_marker else []))
+    data = batch.drop(*not_stored(target))
     incoming = to_arrow_schema(data.schema, timestamp_utc=True)
     return plan_schema(incoming, table_schema, target.path)
 

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import StructType
 
+from runner.ops.change_feed import is_delete
 from runner.ops.quality import FATE, RULE
 from runner.spec.model import Target
 from runner.table import bulk_writer
@@ -32,12 +33,14 @@ def merge_settings(target: Target) -> MergeSettings:
         merge_mode=target.merge_mode,
         filter_dupes=target.filter_dupes,
         merger=target.merger,
+        cdc=target.cdc,
+        scd=target.scd if target.cdc else None,
     )
 
 
 def incoming_rows(keyed: DataFrame, target: Target, plan: SchemaPlan, instant: str) -> DataFrame:
     """The batch in file layout plus the helper columns the merge needs."""
-    marker = F.coalesce(F.col(target.delete_marker), F.lit(False)) if target.delete_marker else None
+    marker = is_delete(target)
     data = plan.data_columns if target.operation != "delete" else []
     return keyed.select(
         F.lit(instant).alias(COMMIT_TIME),

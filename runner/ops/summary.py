@@ -50,6 +50,10 @@ class RunSummary:
     duplicates_dropped: int = 0
     stale_skipped: int = 0
     deletes_missing: int = 0
+    scd_type: int | None = None  # a change feed's (target.cdc), else None
+    late_events: int = 0  # a change feed's events older than the key's stored state
+    superseded_events: int = 0  # SCD type 1: events a later one of the batch replaced
+    versions_closed: int = 0  # SCD type 2: versions given an end by this batch
     files_added: int = 0
     files_removed: int = 0
     bytes_written: int = 0
@@ -108,6 +112,17 @@ class RunSummary:
             f"{self.partitions_touched} partition(s) "
             + ("rewritten" if self.table_type == "COPY_ON_WRITE" else "changed"),
         ]
+        if self.scd_type == 1:
+            lines.append(
+                f"  changes      SCD type 1: {self.late_events:,} late event(s) skipped (the "
+                f"table holds a newer state), {self.superseded_events:,} replaced by a later "
+                "event of the batch"
+            )
+        elif self.scd_type == 2:
+            lines.append(
+                f"  changes      SCD type 2: {self.late_events:,} late event(s) put in their "
+                f"place in the history, {self.versions_closed:,} version(s) closed"
+            )
         if self.table_type == "MERGE_ON_READ":
             lines.append(
                 f"  merge        {self.buckets_with_deletion_vectors} bucket(s) got deletion "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields, replace
 from functools import cache
 from importlib import resources
@@ -24,6 +24,7 @@ from runner.spec.hudi_merge import PropertySettings, from_properties
 from runner.spec.keygen_settings import field_list, resolve_key_generator
 from runner.spec.model import (
     FIELD_MERGE_MODES,
+    CdcSpec,
     CleaningSpec,
     CompactionSpec,
     DriverMergeSpec,
@@ -37,6 +38,7 @@ from runner.spec.model import (
     MergerSpec,
     PipelineSpec,
     QuarantineSpec,
+    ScdSpec,
     SharedVolume,
     Source,
     SparkSettings,
@@ -272,6 +274,7 @@ def _semantic_problems(doc: _Located, file: str) -> list[SpecProblem]:
         problem(("target", "merger"), f"applies to merge_mode custom, not {merge_mode}")
     if "delete_marker" in target and operation != "upsert":
         problem(("target", "delete_marker"), f"applies to operation upsert, not {operation}")
+    _check_change_feed(target, operation, merge_mode, problem)
     if target.get("filter_dupes") and operation != "insert":
         problem(("target", "filter_dupes"), f"applies to operation insert, not {operation}")
     rules: dict[str, int] = {}
@@ -407,6 +410,8 @@ def _build(data: dict[str, Any], file: Path) -> PipelineSpec:
             merge_mode=merge_mode,
             merger=_merger(target.get("merger"), base),
             delete_marker=target.get("delete_marker"),
+            cdc=_cdc(target.get("cdc")),
+            scd=ScdSpec(**target.get("scd", {})),
             cleaning=CleaningSpec(**target.get("cleaning", {})),
             compaction=CompactionSpec(**target.get("compaction", {})),
             driver_merge=DriverMergeSpec(**target.get("driver_merge", {})),
@@ -456,13 +461,81 @@ def _jdbc(value: dict[str, Any] | None, base: Path) -> JdbcSpec | None:
     return JdbcSpec(**{**value, "jar": _resolve(jar, base) if jar else None})
 
 
+def _check_change_feed(
+    target: dict[str, Any],
+    operation: str,
+    merge_mode: str,
+    problem: Callable[[Path_, str], None],
+) -> None:
+    """target.cdc and target.scd: what they need and what they replace."""
+    if "scd" in target and "cdc" not in target:
+        problem(
+            ("target", "scd"),
+            "needs target.cdc: the history is built from a change feed's events "
+            "(at least cdc.sequence_by, the column that orders them)",
+        )
+    if "cdc" not in target:
+        return
+    cdc = target["cdc"]
+    if operation != "upsert":
+        problem(("target", "operation"), f"target.cdc applies changes with upsert, not {operation}")
+    if target.get("precombine_field") not in (None, cdc["sequence_by"]):
+        problem(
+            ("target", "precombine_field"),
+            f"{target['precombine_field']} differs from cdc.sequence_by "
+            f"({cdc['sequence_by']}), which orders a change feed's events; drop it",
+        )
+    if merge_mode != "event_time":
+        problem(
+            ("target", "merge_mode"),
+            f"{merge_mode} does not apply to a change feed (events are applied in "
+            "cdc.sequence_by order); drop it, or use cdc.ignore_null_updates for partial rows",
+        )
+    if "delete_marker" in target:
+        problem(
+            ("target", "delete_marker"),
+            "a change feed's deletes come from cdc.operation_column and cdc.delete_values; "
+            "drop delete_marker",
+        )
+    if target["index"].get("expansion", {}).get("max_bucket_bytes"):
+        problem(
+            ("target", "index", "expansion", "max_bucket_bytes"),
+            "an automatic expansion does not carry a change feed's tombstones (deleted keys) "
+            "yet; drop it and run `runner expand` when needed (it refuses while there are any)",
+        )
+    if "delete_values" in cdc and "operation_column" not in cdc:
+        problem(("target", "cdc", "delete_values"), "needs cdc.operation_column to look in")
+    scd = target.get("scd", {})
+    names = ("start_column", "end_column", "current_column")
+    history = [scd.get(name, _default(ScdSpec, name)) for name in names]
+    feed = {cdc["sequence_by"], cdc.get("operation_column")}
+    for name, value in zip(names, history, strict=True):
+        if value in feed or history.count(value) > 1:
+            problem(
+                ("target", "scd", name),
+                f"'{value}' is already used by another cdc or scd column; give each its own name",
+            )
+
+
+def _cdc(data: dict[str, Any] | None) -> CdcSpec | None:
+    if data is None:
+        return None
+    values = data.get("delete_values")
+    return CdcSpec(**{**data, **({"delete_values": tuple(values)} if values else {})})
+
+
 def _merge_settings(
     target: dict[str, Any], from_props: PropertySettings
 ) -> tuple[MergeMode, str | None]:
     """merge_mode and precombine_field, set in the spec's fields or by Hudi's names in
-    target.properties (`from_props`; the two must agree)."""
+    target.properties (`from_props`; the two must agree). A change feed's events are
+    ordered by its cdc.sequence_by."""
     merge_mode = target.get("merge_mode") or from_props.merge_mode
-    precombine_field = target.get("precombine_field") or from_props.precombine_field
+    precombine_field = (
+        target.get("precombine_field")
+        or from_props.precombine_field
+        or target.get("cdc", {}).get("sequence_by")
+    )
     return cast(MergeMode, merge_mode or _default(Target, "merge_mode")), precombine_field
 
 

@@ -137,6 +137,32 @@ class CleaningSpec:
 
 
 @dataclass(frozen=True)
+class CdcSpec:
+    """The batch is a change feed: events applied per key in sequence_by order
+    (runner/table/change_feed.py)."""
+
+    sequence_by: str
+    operation_column: str | None = None  # None: every row is an upsert
+    delete_values: tuple[str, ...] = ("d", "D", "delete", "DELETE")
+    ignore_null_updates: bool = False
+    tombstone_hours: int = 168  # a deleted key's tombstone is kept this long
+
+
+@dataclass(frozen=True)
+class ScdSpec:
+    """What history a change feed's table keeps: 1, the latest state; 2, every version."""
+
+    type: int = 1
+    start_column: str = "valid_from"
+    end_column: str = "valid_to"
+    current_column: str = "is_current"
+
+    @property
+    def history_columns(self) -> tuple[str, str, str]:
+        return (self.start_column, self.end_column, self.current_column)
+
+
+@dataclass(frozen=True)
 class CompactionSpec:
     """MERGE_ON_READ: when a bucket's delta files and deleted rows are folded into one file.
 
@@ -183,6 +209,8 @@ class Target:
     merge_mode: MergeMode = "event_time"
     merger: MergerSpec | None = None  # merge_mode custom
     delete_marker: str | None = None
+    cdc: CdcSpec | None = None  # the batch is a change feed
+    scd: ScdSpec = field(default_factory=ScdSpec)  # with cdc: the history kept
     filter_dupes: bool = False
     cleaning: CleaningSpec = field(default_factory=CleaningSpec)
     compaction: CompactionSpec = field(default_factory=CompactionSpec)
@@ -193,6 +221,11 @@ class Target:
     @property
     def record_key(self) -> tuple[str, ...]:
         return self.key_generator.record_key
+
+    @property
+    def keeps_history(self) -> bool:
+        """SCD type 2: every version of a key is stored, with its validity columns."""
+        return self.cdc is not None and self.scd.type == 2
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from runner.spec.model import FIELD_MERGE_MODES, MergeMode, MergerSpec
+from runner.spec.model import FIELD_MERGE_MODES, CdcSpec, MergeMode, MergerSpec, ScdSpec
 from runner.table.meta import RECORD_KEY
 
 DELETE = "__runner_delete"
@@ -29,6 +29,8 @@ class MergeSettings:
     merge_mode: MergeMode
     filter_dupes: bool
     merger: MergerSpec | None = None  # merge_mode custom: the user's class
+    cdc: CdcSpec | None = None  # the batch is a change feed (runner/table/change_feed.py)
+    scd: ScdSpec | None = None  # with cdc: the history the table keeps
 
     @property
     def event_time(self) -> bool:
@@ -38,8 +40,11 @@ class MergeSettings:
     @property
     def merges_fields(self) -> bool:
         """A key's new row is built from the stored and incoming rows' fields
-        (runner/table/field_merge.py), not picked whole from one of them."""
-        return self.operation == "upsert" and self.merge_mode in FIELD_MERGE_MODES
+        (runner/table/field_merge.py), not picked whole from one of them; or a change
+        feed's events are applied to them (runner/table/change_feed.py)."""
+        return self.operation == "upsert" and (
+            self.merge_mode in FIELD_MERGE_MODES or self.cdc is not None
+        )
 
 
 @dataclass(frozen=True)

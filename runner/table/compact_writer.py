@@ -19,9 +19,10 @@ import pyarrow.fs as pafs
 
 from runner import faults
 from runner.index.naming import data_file_path
+from runner.table import tombstones
 from runner.table.arrow_read import live_batches
 from runner.table.deletion_vectors import DeletionVector
-from runner.table.meta import RECORD_KEY
+from runner.table.meta import BUCKET, PARTITION_PATH, RECORD_KEY
 from runner.table.parquet_file import BucketFile
 from runner.table.regroup_writer import REGROUP_RESULT_SCHEMA
 from runner.table.storage import TableLocation
@@ -57,9 +58,10 @@ class CompactJob:
         self, fs: pafs.FileSystem, root: str, token: str, bucket: dict[str, Any]
     ) -> pa.RecordBatch:
         pp, number = bucket["partition_path"], bucket["bucket"]
+        files = json.loads(bucket["files"])
         parts = [
             part
-            for f in json.loads(bucket["files"])
+            for f in files
             for part in live_batches(
                 fs,
                 root,
@@ -73,7 +75,12 @@ class CompactJob:
         if parts:
             rows = pa.concat_tables(parts)
             out.write(rows.take(pc.sort_indices(rows, [(RECORD_KEY, "ascending")])))
-        written = out.close()
+        footer = tombstones.carried(fs, root, [f["path"] for f in files])
+        if footer is not None:  # a change feed's deleted keys stay remembered
+            out.metadata[tombstones.FOOTER_KEY] = footer
+            out.stats.widen(PARTITION_PATH, pp, pp)
+            out.stats.widen(BUCKET, number, number)
+        written = out.close(keep_empty=footer is not None)
         faults.maybe_fail("after_bucket_file", self.fault or "")
         row = {
             "partition_path": pp,

@@ -29,6 +29,25 @@ def table_settings(target: Target) -> dict[str, str]:
         **BucketLayout(target.index.buckets).to_configuration(),
         # the generator's own settings: type, fields, encodings, timestamp formats and zones
         **build_key_generator(target.key_generator).settings(),
+        **change_feed_settings(target),
+    }
+
+
+def change_feed_settings(target: Target) -> dict[str, str]:
+    """A change feed's sequence column and history (what `runner read
+    --as-of-business-time` reads); none for a table that takes no change feed."""
+    if target.cdc is None:
+        return {}
+    scd = target.scd
+    history = (
+        {"runner.scd.start_column": scd.start_column, "runner.scd.end_column": scd.end_column}
+        if scd.type == 2
+        else {}
+    )
+    return {
+        "runner.cdc.sequence_by": target.cdc.sequence_by,
+        "runner.scd.type": str(scd.type),
+        **history,
     }
 
 

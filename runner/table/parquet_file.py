@@ -76,7 +76,7 @@ class FileStats:
             if _is_string(f.type):
                 continue
             mm = pc.min_max(column)
-            self._widen(f.name, mm["min"].as_py(), mm["max"].as_py())
+            self.widen(f.name, mm["min"].as_py(), mm["max"].as_py())
             if pa.types.is_floating(f.type) and pc.any(pc.is_nan(column)).as_py():
                 # min_max skips NaN, which sorts above every number: the file gets no bounds
                 # (NaN stays the max, as no comparison with it is true)
@@ -95,11 +95,11 @@ class FileStats:
                 chunk = metadata.row_group(g).column(leaves[f.name])
                 stats = chunk.statistics
                 if stats is not None and stats.has_min_max:
-                    self._widen(f.name, stats.min, stats.max)
+                    self.widen(f.name, stats.min, stats.max)
                 elif stats is None or stats.null_count != chunk.num_values:
                     self.unbounded.add(f.name)
 
-    def _widen(self, name: str, lo: object, hi: object) -> None:
+    def widen(self, name: str, lo: object, hi: object) -> None:
         if lo is None:
             return
         if name not in self.mins or lo < self.mins[name]:  # type: ignore[operator]
@@ -152,6 +152,7 @@ class BucketFile:
         self.pending: list[pa.Table] = []
         self.pending_bytes = 0
         self.footer: list[pq.FileMetaData] = []  # the writer's, once closed
+        self.metadata: dict[bytes, bytes] = {}  # key-value entries for the footer
 
     def write(self, rows: pa.Table) -> None:
         if rows.num_rows == 0:
@@ -168,22 +169,25 @@ class BucketFile:
             return
         rows = pa.concat_tables(self.pending)
         self.pending, self.pending_bytes = [], 0
-        if self.writer is None:
-            if self.fs.type_name == "local":  # an object store has no directories to make
-                self.fs.create_dir(self.full_path.rsplit("/", 1)[0], recursive=True)
-            self.stream = self.fs.open_output_stream(self.full_path)
-            self.writer = pq.ParquetWriter(
-                self.stream,
-                self.schema,
-                compression="zstd",  # about half of snappy's size here; every Delta reader has it
-                use_dictionary=[n for n in self.schema.names if n not in _UNIQUE_COLUMNS],
-                metadata_collector=self.footer,
-            )
+        writer = self.writer or self._open()
         try:
-            self.writer.write_table(rows, row_group_size=rows.num_rows)
+            writer.write_table(rows, row_group_size=rows.num_rows)
         except BaseException:
             self._abandon()
             raise
+
+    def _open(self) -> pq.ParquetWriter:
+        if self.fs.type_name == "local":  # an object store has no directories to make
+            self.fs.create_dir(self.full_path.rsplit("/", 1)[0], recursive=True)
+        self.stream = self.fs.open_output_stream(self.full_path)
+        self.writer = pq.ParquetWriter(
+            self.stream,
+            self.schema,
+            compression="zstd",  # about half of snappy's size here; every Delta reader has it
+            use_dictionary=[n for n in self.schema.names if n not in _UNIQUE_COLUMNS],
+            metadata_collector=self.footer,
+        )
+        return self.writer
 
     def _abandon(self) -> None:
         """After a failed write (a full disk): the file is left to the run's cleanup, and
@@ -192,12 +196,17 @@ class BucketFile:
         if self.writer is not None:
             self.writer.is_open = False
 
-    def close(self) -> bool:
-        """Finish the file; False when no row was written (and so no file exists)."""
+    def close(self, keep_empty: bool = False) -> bool:
+        """Finish the file; False when no row was written (and so no file exists), unless
+        `keep_empty` (the file's footer says something: runner/table/tombstones.py)."""
         self.flush()
+        if self.writer is None and keep_empty:
+            self._open()
         if self.writer is None or self.stream is None:
             return False
         try:
+            if self.metadata:
+                self.writer.add_key_value_metadata(self.metadata)
             self.writer.close()  # leaves the stream open: it was handed a stream, not a path
         except BaseException:
             self._abandon()

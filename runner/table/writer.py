@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from runner import faults
 from runner.index.naming import data_file_path
+from runner.table import tombstones
 from runner.table.arrow_read import kept_batches
 from runner.table.bucket_merge import (
     BucketMerge,
@@ -40,6 +41,7 @@ from runner.table.bucket_merge import (
     stored_key_columns,
     summarize_stored,
 )
+from runner.table.change_feed import Applied, apply_changes
 from runner.table.deletion_vectors import DeletionVectorFile, read_deleted_rows
 from runner.table.field_merge import Merger, load_merger, merge_fields
 from runner.table.meta import BUCKET, COMMIT_SEQNO, PARTITION_PATH, RECORD_KEY
@@ -51,7 +53,10 @@ ACTION = "__runner_action"
 # What mapInArrow runs on the executors (or runner/table/driver_merge.py on driver threads).
 ExecutorJob = Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 # Counted per bucket and summed into the run summary.
-COUNTED_ACTIONS = ("insert", "update", "deleted", "duplicate", "stale", "delete_missing")
+COUNTED_ACTIONS = (
+    *("insert", "update", "deleted", "duplicate", "stale", "delete_missing"),
+    *("late", "superseded", "closed"),  # a change feed's (runner/table/change_feed.py)
+)
 
 RESULT_SCHEMA = pa.schema(
     [
@@ -184,7 +189,8 @@ class WriteJob:
         every_row = pa.concat_tables(parts)
         counts = dict.fromkeys(COUNTED_ACTIONS, 0)
         actions = every_row.column(ACTION)
-        counts["duplicate"] = pc.sum(pc.equal(actions, "duplicate")).as_py() or 0
+        if self.merge.cdc is None:  # a change feed's events are counted where applied
+            counts["duplicate"] = pc.sum(pc.equal(actions, "duplicate")).as_py() or 0
         incoming = every_row.filter(pc.equal(actions, "candidate"))
         stored = self.stored.get(group, [])
         keys = self._stored_keys(fs, root, stored)
@@ -196,16 +202,25 @@ class WriteJob:
         )
         matched_rows = np.flatnonzero(matched)
         candidates = keys.rows.take(matched_rows)
+        applied: Applied | None = None
         if self.merge.merges_fields:  # the new rows take fields of the stored ones
             parts = list(self._live_rows(fs, root, stored, keys, matched, range(len(stored))))
             stored_rows = pa.concat_tables(parts) if parts else self.file_schema.empty_table()
-            decision = merge_fields(every_row, stored_rows, self.merge, self.file_schema, merger)
+            if self.merge.cdc is not None:
+                applied = self._apply_changes(fs, root, stored, every_row, stored_rows)
+                decision = applied.merge
+            else:
+                decision = merge_fields(
+                    every_row, stored_rows, self.merge, self.file_schema, merger
+                )
         else:
             decision = merge_bucket(incoming, summarize_stored(candidates, self.merge), self.merge)
         for action, count in decision.counts.items():
             counts[action] += count
         row = result_row(group, **counts)
-        row["changed"] = any(counts[a] for a in ("insert", "update", "deleted"))
+        row["changed"] = any(counts[a] for a in ("insert", "update", "deleted")) or bool(
+            applied and applied.tombstones_changed
+        )
         if not row["changed"]:  # the stored files stay as they are
             return pa.RecordBatch.from_pylist([row], schema=RESULT_SCHEMA)
 
@@ -228,7 +243,13 @@ class WriteJob:
         new_file.write(
             conform(new.set_column(seq_index, COMMIT_SEQNO, seqno.take(len(new))), self.file_schema)
         )
-        closed = new_file.close()
+        if applied is not None and applied.tombstones.num_rows:
+            new_file.metadata[tombstones.FOOTER_KEY] = tombstones.encode(applied.tombstones)
+            # the file may hold no row: its statistics still name its bucket (the snapshot
+            # reads a file's bucket from them)
+            new_file.stats.widen(PARTITION_PATH, group[0], group[0])
+            new_file.stats.widen(BUCKET, group[1], group[1])
+        closed = new_file.close(keep_empty=bool(new_file.metadata))
         faults.maybe_fail("after_bucket_file", self.fault or "")
         if closed:  # no file when every row of the bucket was deleted, or none was added
             row.update(
@@ -238,6 +259,25 @@ class WriteJob:
                 stats=new_file.stats.to_json(),
             )
         return pa.RecordBatch.from_pylist([row], schema=RESULT_SCHEMA)
+
+    def _apply_changes(
+        self,
+        fs: pafs.FileSystem,
+        root: str,
+        stored: list[DataFile],
+        every_row: pa.Table,
+        stored_rows: pa.Table,
+    ) -> Applied:
+        """A change feed's events over the stored rows of their keys and the bucket's
+        tombstones (in its files' footers, those younger than cdc.tombstone_hours)."""
+        cdc, scd = self.merge.cdc, self.merge.scd
+        assert cdc is not None and scd is not None, "merge_settings sets both for a feed"
+        sequence_type = self.file_schema.field(cdc.sequence_by).type
+        remembered = tombstones.read(fs, root, [f.path for f in stored], sequence_type)
+        remembered = tombstones.unexpired(remembered, self.instant, cdc.tombstone_hours)
+        return apply_changes(
+            every_row, stored_rows, remembered, cdc, scd, self.file_schema, self.instant
+        )
 
     def _relative(self, group: Group, token: str) -> str:
         return data_file_path(group[0], self.file_ids[group], token, self.instant)

@@ -311,3 +311,49 @@ def test_hudi_merge_properties_are_checked(tmp_path, properties, expected):
     code, lines = _validate(tmp_path, text)
     assert code == 2
     assert any(expected in line for line in lines), lines
+
+
+def test_a_change_feed_spec_loads_with_its_sequence_as_the_ordering(tmp_path):
+    from runner.spec import load_spec
+
+    text = GOOD.replace(
+        "  precombine_field: ts\n",
+        "  cdc:\n    sequence_by: lsn\n    operation_column: op\n    delete_values: [D]\n"
+        "  scd:\n    type: 2\n    end_column: until\n",
+    )
+    assert _validate(tmp_path, text) == (0, ["p.yaml: ok"])
+    target = load_spec(tmp_path / "p.yaml").target
+    assert target.precombine_field == "lsn" and target.keeps_history
+    assert (target.cdc.delete_values, target.scd.history_columns) == (
+        ("D",),
+        ("valid_from", "until", "is_current"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            "  precombine_field: ts\n  scd:\n    type: 2\n",
+            "p.yaml:12:5: target.scd: needs target.cdc: the history is built from a change "
+            "feed's events (at least cdc.sequence_by, the column that orders them)",
+        ),
+        (
+            "  cdc:\n    sequence_by: lsn\n  delete_marker: gone\n",
+            "p.yaml:12:18: target.delete_marker: a change feed's deletes come from "
+            "cdc.operation_column and cdc.delete_values; drop delete_marker",
+        ),
+        (
+            "  cdc:\n    sequence_by: lsn\n    delete_values: [x]\n",
+            "p.yaml:12:20: target.cdc.delete_values: needs cdc.operation_column to look in",
+        ),
+        (
+            "  cdc:\n    sequence_by: lsn\n  scd:\n    type: 2\n    current_column: lsn\n",
+            "p.yaml:14:21: target.scd.current_column: 'lsn' is already used by another cdc or "
+            "scd column; give each its own name",
+        ),
+    ],
+)
+def test_change_feed_settings_are_checked(tmp_path, change, expected):
+    code, lines = _validate(tmp_path, GOOD.replace("  precombine_field: ts\n", change))
+    assert (code, lines) == (2, [expected])
