@@ -28,20 +28,10 @@ import yaml
 from bench.write import CITIES, dir_bytes, fresh_copy, timed
 from runner.commands.run import run_pipeline
 from runner.spec import load_spec
-from tests.helpers import read_table  # delta-rs, deletion vectors applied
+from tests.helpers import CHANGE_FEED_SCHEMA, read_table  # read_table: DVs applied
 
 SPARK_SQL = "Spark SQL join + overwrite (wall)"
 HISTORY = ["valid_from", "valid_to", "is_current"]
-FEED_SCHEMA = pa.schema(
-    [
-        ("id", pa.int64()),
-        ("city", pa.string()),
-        ("name", pa.string()),
-        ("amount", pa.float64()),
-        ("lsn", pa.int64()),
-        ("op", pa.string()),
-    ]
-)
 
 
 def _events(ids: np.ndarray, lsn: int, op: str) -> pa.Table:
@@ -56,7 +46,7 @@ def _events(ids: np.ndarray, lsn: int, op: str) -> pa.Table:
             "lsn": np.full(len(ids), lsn, dtype=np.int64),
             "op": pa.array([op] * len(ids), pa.string()),
         },
-        schema=FEED_SCHEMA,
+        schema=CHANGE_FEED_SCHEMA,
     )
 
 

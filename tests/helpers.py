@@ -11,6 +11,19 @@ import pyarrow.parquet as pq
 import yaml
 from deltalake import DeltaTable
 
+# A change feed's rows (target.cdc): the key, its partition, two columns, the sequence and
+# the operation (c/u/d)
+CHANGE_FEED_SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("city", pa.string()),
+        ("name", pa.string()),
+        ("amount", pa.float64()),
+        ("lsn", pa.int64()),
+        ("op", pa.string()),
+    ]
+)
+
 
 def write_spec(directory: Path, target: dict[str, Any], name: str = "t", **extra: Any) -> Path:
     """A spec reading parquet from <directory>/in into <directory>/table."""

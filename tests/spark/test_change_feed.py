@@ -7,7 +7,6 @@ import itertools
 import random
 
 import pandas as pd
-import pyarrow as pa
 import pytest
 
 from runner.commands.compact import compact_table
@@ -17,6 +16,7 @@ from runner.commands.run import run_pipeline
 from runner.errors import UserError
 from runner.spec import load_spec
 from tests.helpers import (
+    CHANGE_FEED_SCHEMA,
     NEVER_REWRITE,
     check_merge_place,
     merge_place,
@@ -28,16 +28,6 @@ from tests.helpers import (
 CITIES = ["ams", "sf", "nyc"]
 DATA = ["id", "city", "name", "amount"]
 HISTORY = ["valid_from", "valid_to", "is_current"]
-FEED_SCHEMA = pa.schema(
-    [
-        ("id", pa.int64()),
-        ("city", pa.string()),
-        ("name", pa.string()),
-        ("amount", pa.float64()),
-        ("lsn", pa.int64()),
-        ("op", pa.string()),
-    ]
-)
 
 
 def _target(table_type: str, merged_on: str, scd: int, ignore_nulls: bool = False) -> dict:
@@ -146,7 +136,7 @@ def test_a_change_feed_matches_the_reference(spark, tmp_path, table_type, merged
     # the sequence ranges overlap: later batches bring events older than the table's state
     for step, lsns in enumerate([range(0, 60), range(30, 90), range(0, 120)]):
         batch = _feed(rng, 40, lsns)
-        write_batch(tmp_path, batch, FEED_SCHEMA)
+        write_batch(tmp_path, batch, CHANGE_FEED_SCHEMA)
         late_before = reference.late
         summary = run_pipeline(spec, spark=spark)
         reference.apply(batch)
@@ -171,7 +161,7 @@ def test_ignore_null_updates_keeps_the_values_before(spark, tmp_path, scd):
     reference = Reference(scd, ignore_nulls=True)
     for lsns in [range(0, 60), range(20, 100)]:
         batch = _feed(rng, 40, lsns)
-        write_batch(tmp_path, batch, FEED_SCHEMA)
+        write_batch(tmp_path, batch, CHANGE_FEED_SCHEMA)
         run_pipeline(spec, spark=spark)
         reference.apply(batch)
         pd.testing.assert_frame_equal(
@@ -197,11 +187,11 @@ def test_a_late_event_never_brings_a_deleted_key_back(spark, tmp_path, table_typ
         _events((1, "u", 7, "late"), (3, "c", 4, "late")),  # older than the deletes
     ]
     for batch in batches:
-        write_batch(tmp_path, batch, FEED_SCHEMA)
+        write_batch(tmp_path, batch, CHANGE_FEED_SCHEMA)
         summary = run_pipeline(spec, spark=spark)
     assert read_table(tmp_path / "table")["id"].tolist() == [2]
     assert (summary.late_events, summary.inserted, summary.updated) == (2, 0, 0)
-    write_batch(tmp_path, _events((1, "c", 11, "again")), FEED_SCHEMA)
+    write_batch(tmp_path, _events((1, "c", 11, "again")), CHANGE_FEED_SCHEMA)
     run_pipeline(spec, spark=spark)  # newer than the delete: the key is back
     assert sorted(read_table(tmp_path / "table")["name"]) == ["again", "two"]
 
@@ -209,10 +199,12 @@ def test_a_late_event_never_brings_a_deleted_key_back(spark, tmp_path, table_typ
 def test_history_as_of_a_business_time(spark, tmp_path):
     spec = load_spec(write_spec(tmp_path, _target("MERGE_ON_READ", "driver", 2)))
     write_batch(
-        tmp_path, _events((1, "c", 10, "a"), (1, "u", 20, "b"), (2, "c", 15, "x")), FEED_SCHEMA
+        tmp_path,
+        _events((1, "c", 10, "a"), (1, "u", 20, "b"), (2, "c", 15, "x")),
+        CHANGE_FEED_SCHEMA,
     )
     run_pipeline(spec, spark=spark)
-    write_batch(tmp_path, _events((1, "u", 15, "late"), (2, "d", 30, None)), FEED_SCHEMA)
+    write_batch(tmp_path, _events((1, "u", 15, "late"), (2, "d", 30, None)), CHANGE_FEED_SCHEMA)
     summary = run_pipeline(spec, spark=spark)
     assert (summary.late_events, summary.versions_closed, summary.deleted) == (1, 3, 1)
 
@@ -231,7 +223,7 @@ def test_history_as_of_a_business_time(spark, tmp_path):
 
 def test_a_batch_run_again_changes_nothing(spark, tmp_path):
     spec = load_spec(write_spec(tmp_path, _target("COPY_ON_WRITE", "driver", 2)))
-    write_batch(tmp_path, _events((1, "c", 10, "a"), (1, "u", 20, "b")), FEED_SCHEMA)
+    write_batch(tmp_path, _events((1, "c", 10, "a"), (1, "u", 20, "b")), CHANGE_FEED_SCHEMA)
     first = run_pipeline(spec, spark=spark, batch_id="b1")
     again = run_pipeline(spec, spark=spark, batch_id="b1")
     assert again.batch_already_committed and again.version is None
@@ -249,13 +241,13 @@ def test_compaction_keeps_the_deleted_keys_remembered_and_expansion_refuses(spar
         _events(*[(k, "d", 10, None) for k in range(0, 12, 2)]),  # every other key deleted
     ]
     for batch in batches:
-        write_batch(tmp_path, batch, FEED_SCHEMA)
+        write_batch(tmp_path, batch, CHANGE_FEED_SCHEMA)
         run_pipeline(spec, spark=spark)
     compacted = compact_table(spec, spark=spark)
     assert compacted.buckets > 0
     with pytest.raises(UserError, match="remembers deleted keys"):
         expand_table(spec, 8, "multiple_rehash", spark=spark)
-    write_batch(tmp_path, _events(*[(k, "u", 7, "late") for k in range(12)]), FEED_SCHEMA)
+    write_batch(tmp_path, _events(*[(k, "u", 7, "late") for k in range(12)]), CHANGE_FEED_SCHEMA)
     summary = run_pipeline(spec, spark=spark)
     assert (summary.late_events, summary.updated) == (6, 6)  # the deleted ones are late
     assert sorted(read_table(tmp_path / "table")["id"]) == list(range(1, 12, 2))
