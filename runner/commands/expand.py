@@ -232,7 +232,7 @@ def _refuse_tombstones(snapshot: TableSnapshot, changes: list[PartitionChange]) 
         return
     fs, root = snapshot.location.filesystem()
     paths = [f.path for change in changes for f in change.files]
-    if tombstones.carried(fs, root, paths) is not None:
+    if tombstones.held(fs, root, paths):
         raise UserError(
             f"{snapshot.uri} remembers deleted keys of its change feed (tombstones, kept "
             "cdc.tombstone_hours) in the partitions to expand, and an expansion does not "

@@ -105,11 +105,12 @@ def apply_changes(
         remembered = changed & deletes & ~prev_upsert  # a delete no version's end records
     else:
         final = changed & last
-        had_row = _rows_per_key(stored, keys) > 0
+        stored_rows = _rows_per_key(stored, keys)
+        had_row = stored_rows > 0
         counts = {
             "insert": _count(final & ~deletes & ~had_row),
             "update": _count(final & ~deletes & had_row),
-            "deleted": int(_rows_per_key(stored, keys)[final & deletes].sum()),
+            "deleted": int(stored_rows[final & deletes].sum()),
             "delete_missing": _count(final & deletes & ~had_row),
             "superseded": _count(from_batch & ~last),
         }

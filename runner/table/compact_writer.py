@@ -22,7 +22,7 @@ from runner.index.naming import data_file_path
 from runner.table import tombstones
 from runner.table.arrow_read import live_batches
 from runner.table.deletion_vectors import DeletionVector
-from runner.table.meta import BUCKET, PARTITION_PATH, RECORD_KEY
+from runner.table.meta import RECORD_KEY
 from runner.table.parquet_file import BucketFile
 from runner.table.regroup_writer import REGROUP_RESULT_SCHEMA
 from runner.table.storage import TableLocation
@@ -77,10 +77,8 @@ class CompactJob:
             out.write(rows.take(pc.sort_indices(rows, [(RECORD_KEY, "ascending")])))
         footer = tombstones.carried(fs, root, [f["path"] for f in files])
         if footer is not None:  # a change feed's deleted keys stay remembered
-            out.metadata[tombstones.FOOTER_KEY] = footer
-            out.stats.widen(PARTITION_PATH, pp, pp)
-            out.stats.widen(BUCKET, number, number)
-        written = out.close(keep_empty=footer is not None)
+            tombstones.attach(out, footer, (pp, number))
+        written = out.close()
         faults.maybe_fail("after_bucket_file", self.fault or "")
         row = {
             "partition_path": pp,

@@ -196,11 +196,11 @@ class BucketFile:
         if self.writer is not None:
             self.writer.is_open = False
 
-    def close(self, keep_empty: bool = False) -> bool:
+    def close(self) -> bool:
         """Finish the file; False when no row was written (and so no file exists), unless
-        `keep_empty` (the file's footer says something: runner/table/tombstones.py)."""
+        its footer has entries to keep (runner/table/tombstones.py)."""
         self.flush()
-        if self.writer is None and keep_empty:
+        if self.writer is None and self.metadata:
             self._open()
         if self.writer is None or self.stream is None:
             return False

@@ -20,7 +20,9 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from runner.table.meta import RECORD_KEY
+from runner.table.meta import BUCKET, PARTITION_PATH, RECORD_KEY
+from runner.table.parquet_file import BucketFile
+from runner.table.snapshot import Group
 
 FOOTER_KEY = b"runner.tombstones"
 SEQUENCE = "sequence"  # the sequence_by value of the delete
@@ -60,6 +62,20 @@ def carried(fs: pafs.FileSystem, root: str, paths: list[str]) -> bytes | None:
     tombstones together; None when they hold none."""
     tables = list(_in_footers(fs, root, paths))
     return encode(pa.concat_tables(tables)) if tables else None
+
+
+def held(fs: pafs.FileSystem, root: str, paths: list[str]) -> bool:
+    """Whether any of the files at `paths` holds tombstones."""
+    return any(True for _ in _in_footers(fs, root, paths))
+
+
+def attach(out: BucketFile, encoded: bytes, group: Group) -> None:
+    """Put tombstones in the footer of `out`, a file of bucket `group`: the file is then
+    written even with no row, and its statistics still name its bucket (the snapshot reads
+    a file's partition path and bucket from them)."""
+    out.metadata[FOOTER_KEY] = encoded
+    out.stats.widen(PARTITION_PATH, group[0], group[0])
+    out.stats.widen(BUCKET, group[1], group[1])
 
 
 def _in_footers(fs: pafs.FileSystem, root: str, paths: list[str]) -> Iterator[pa.Table]:

@@ -244,12 +244,8 @@ class WriteJob:
             conform(new.set_column(seq_index, COMMIT_SEQNO, seqno.take(len(new))), self.file_schema)
         )
         if applied is not None and applied.tombstones.num_rows:
-            new_file.metadata[tombstones.FOOTER_KEY] = tombstones.encode(applied.tombstones)
-            # the file may hold no row: its statistics still name its bucket (the snapshot
-            # reads a file's bucket from them)
-            new_file.stats.widen(PARTITION_PATH, group[0], group[0])
-            new_file.stats.widen(BUCKET, group[1], group[1])
-        closed = new_file.close(keep_empty=bool(new_file.metadata))
+            tombstones.attach(new_file, tombstones.encode(applied.tombstones), group)
+        closed = new_file.close()
         faults.maybe_fail("after_bucket_file", self.fault or "")
         if closed:  # no file when every row of the bucket was deleted, or none was added
             row.update(

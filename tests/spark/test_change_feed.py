@@ -4,11 +4,14 @@ one event at a time, on both table types, merged on the driver and in a Spark wr
 from __future__ import annotations
 
 import itertools
+import json
 import random
 
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 
+from runner.cli import cli
 from runner.commands.compact import compact_table
 from runner.commands.expand import expand_table
 from runner.commands.read import read_rows
@@ -219,6 +222,24 @@ def test_history_as_of_a_business_time(spark, tmp_path):
     assert names_at(15) == {1: "late", 2: "x"}
     assert names_at(29) == {1: "b", 2: "x"}
     assert names_at(30) == {1: "b"}
+
+    # the command: JSON lines of the versions valid then; a value the sequence cannot hold
+    result = CliRunner().invoke(cli, ["read", spec.target.path, "--as-of-business-time", "15"])
+    assert result.exit_code == 0, result.output
+    assert sorted(json.loads(line)["name"] for line in result.stdout.splitlines()) == [
+        "late",
+        "x",
+    ]
+    bad = CliRunner().invoke(cli, ["read", spec.target.path, "--as-of-business-time", "soon"])
+    assert "is not a int64 like the table's lsn" in str(bad.exception)
+
+
+def test_as_of_business_time_needs_a_history(spark, tmp_path):
+    spec = load_spec(write_spec(tmp_path, _target("COPY_ON_WRITE", "driver", 1)))
+    write_batch(tmp_path, _events((1, "c", 10, "a")), CHANGE_FEED_SCHEMA)
+    run_pipeline(spec, spark=spark)
+    with pytest.raises(UserError, match="keeps no history"):
+        read_rows(spec.target.path, as_of_business_time="10")
 
 
 def test_a_batch_run_again_changes_nothing(spark, tmp_path):
