@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import structlog
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -38,6 +38,7 @@ from runner.table.log_entry import NewFile
 from runner.table.meta import BUCKET, PARTITION_PATH, RECORD_KEY
 from runner.table.reader import ROW_INDEX, SOURCE_FILE, read_files
 from runner.table.regroup_writer import (
+    FILE_HASH,
     REGROUP_RESULT_SCHEMA,
     RegroupJob,
     RehashJob,
@@ -265,9 +266,8 @@ def run_expansion(
     file_ids = {g: new_file_id(g[1]) for g in new_groups}
     schema, fault = snapshot.arrow_schema(), faults.requested()
     if plan.policy == "multiple_rehash":
-        by_name = {f.path.rsplit("/", 1)[-1]: f for f in files}
         job: RehashJob | RegroupJob = RehashJob(
-            snapshot.location, summary.instant, schema, file_ids, by_name, fault
+            snapshot.location, summary.instant, schema, file_ids, files_by_hash(spark, files), fault
         )
     else:
         job = RegroupJob(snapshot.location, summary.instant, schema, file_ids, fault)
@@ -325,13 +325,34 @@ def run_expansion(
     return summary
 
 
+def file_hash(path: Column) -> Column:
+    """A file's id in the rows a rehash hands its writers: a 64-bit hash of its name (names
+    are unique in a runner table). Its path, a string of about 100 bytes per row, was half
+    of what crossed the Arrow hand-off to Python."""
+    return F.xxhash64(F.substring_index(path, "/", -1))
+
+
+def files_by_hash(spark: SparkSession, files: Sequence[DataFile]) -> dict[int, DataFile]:
+    """Each file under its file_hash, computed by Spark on the driver (a local relation,
+    no job), so that the writers know the files by the hashes their rows carry."""
+    names = spark.createDataFrame([(f.path.rsplit("/", 1)[-1],) for f in files], "name string")
+    hashes = [r[0] for r in names.select(file_hash(F.col("name"))).collect()]
+    by_hash = dict(zip(hashes, files, strict=True))
+    if len(by_hash) < len(files):  # two names alike in 64 bits: not expected to be seen
+        raise RunnerError(
+            "two files of this expansion have the same name hash; nothing was written: "
+            "expand the partitions in smaller groups (--partition)"
+        )
+    return by_hash
+
+
 def expansion_frame(
     spark: SparkSession, snapshot: TableSnapshot, target: Target, plan: ExpansionPlan
 ) -> DataFrame:
     """What the expansion's writer tasks receive, with each row's new `_bucket`.
 
     multiple_rehash: only the bucket function's inputs are read, and each row goes out as
-    (its file, its row index, partition path, new bucket): a scan and a projection, no
+    (its file's FILE_HASH, its row index, new bucket): a scan and a projection, no
     exchange; the writer reads the rows themselves from the file. overwrite: whole rows,
     shuffled by (partition path, new bucket) and sorted by key.
     """
@@ -342,19 +363,17 @@ def expansion_frame(
         target.index.hash_fields, counts, plan.layout_after.default, F.col(PARTITION_PATH)
     )
     if rehash:
-        positions = rows.select(
-            F.col(SOURCE_FILE),
-            F.col(ROW_INDEX),
-            F.col(PARTITION_PATH),
-            new_bucket.alias(BUCKET),
-        )
         buckets = {(f.partition_path, f.bucket) for f in plan.files}
         if len(buckets) < len(plan.files):
             # a bucket of several files (a bulk load's, or base and delta files): its files
             # must reach the writer one after the other. A file's path starts with its
             # partition and bucket id, so a local sort by path puts them so.
-            return positions.sortWithinPartitions(SOURCE_FILE)
-        return positions
+            rows = rows.sortWithinPartitions(SOURCE_FILE)
+        return rows.select(
+            file_hash(F.col(SOURCE_FILE)).alias(FILE_HASH),
+            F.col(ROW_INDEX),
+            new_bucket.alias(BUCKET),
+        )
     groups = sum(c.buckets_after for c in plan.changes)
     shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
     return (

@@ -46,7 +46,9 @@ from runner.ops.merge import (
     driver_frame,
     incoming_rows,
     merge_settings,
+    one_pass_frame,
     single_pass,
+    split_verdicts,
     why_not_on_driver,
     write_frame,
 )
@@ -293,16 +295,24 @@ class PipelineRun:
         return True
 
     def _merge_batch(self, judged: DataFrame, input_columns: list[str], schema: SchemaPlan) -> None:
-        """Count the batch per bucket, then merge it into the buckets it touches."""
+        """Count the batch per bucket, then merge it into the buckets it touches. A small
+        batch is collected whole instead, and counted on the driver (ops/merge.py
+        one_pass_frame): one Spark job where there would be two."""
         spark, target, stages = self.spark, self.target, self.stages
         assert spark is not None
+        collected: pa.Table | None = None
         with stages.stage("keys"):
-            groups, verdicts = _touched_groups(judged)
+            small = one_pass_frame(judged, target, schema, self.summary.instant)
+            if small is None:
+                groups, verdicts = _touched_groups(judged)
+            else:
+                collected, groups, verdicts = split_verdicts(small.toArrow())
+                log.info("batch_collected", rows=verdicts.rows_read)
         self._judge(judged, input_columns, verdicts, groups)
         keyed = judged.where(F.col(FATE).isNull())  # the rows to write
         with writing(target.path):
             try:
-                self._write_and_commit(keyed, schema, groups)
+                self._write_and_commit(keyed, schema, groups, collected)
             except BaseException:
                 remove_uncommitted(spark, self.table, self.summary.instant)
                 raise
@@ -388,16 +398,21 @@ class PipelineRun:
         )
 
     def _write_and_commit(
-        self, keyed: DataFrame, schema: SchemaPlan, groups: dict[Group, int]
+        self,
+        keyed: DataFrame,
+        schema: SchemaPlan,
+        groups: dict[Group, int],
+        collected: pa.Table | None,
     ) -> None:
         """Write the touched buckets, then commit; when another writer committed first on
-        the same buckets, merge those again on its version (up to target.commit_retries)."""
+        the same buckets, merge those again on its version (up to target.commit_retries).
+        `collected`: the rows of `keyed`, when the batch was collected already."""
         target, stages = self.target, self.stages
         snapshot = self.snapshot
         stored_files = _stored_files(snapshot, groups, target)
         self._choose_merge_place(keyed, groups, stored_files)
         with stages.stage("write"):
-            results = self._write(keyed, schema, groups, stored_files)
+            results = self._write(keyed, schema, groups, stored_files, collected)
         self._quarantine_skipped()
         for attempt in range(target.commit_retries + 1):
             try:
@@ -446,8 +461,10 @@ class PipelineRun:
         schema: SchemaPlan,
         groups: Mapping[Group, int],
         stored_files: Mapping[Group, list[DataFile]],
+        collected: pa.Table | None = None,
     ) -> list[Row]:
-        """A new file for each bucket of `groups` whose rows change; one result row each."""
+        """A new file for each bucket of `groups` whose rows change; one result row each.
+        A merge on the driver takes the `collected` rows of `keyed` when it has them."""
         spark, target, instant = self.spark, self.target, self.summary.instant
         assert spark is not None
         file_ids = {
@@ -467,7 +484,9 @@ class PipelineRun:
         job = self.write_strategy.job(request)
         self.write_rounds += 1
         if self.on_driver:
-            results = self._merge_on_driver(job, incoming, schema, stored_files)
+            if collected is None:
+                collected = driver_frame(incoming, schema).toArrow()
+            results = self._merge_on_driver(job, collected, stored_files)
         else:
             frame = write_frame(
                 incoming,
@@ -489,16 +508,14 @@ class PipelineRun:
     def _merge_on_driver(
         self,
         job: ExecutorJob,
-        incoming: DataFrame,
-        schema: SchemaPlan,
+        collected: pa.Table,
         stored_files: Mapping[Group, list[DataFile]],
     ) -> list[Row]:
-        """The batch collected as Arrow, its winners picked and `job` run on driver threads,
-        buckets dealt by their stored bytes (runner/table/driver_merge.py)."""
+        """The batch collected as Arrow (ops/merge.py driver_frame), its winners picked and
+        `job` run on driver threads, buckets dealt by their stored bytes
+        (runner/table/driver_merge.py)."""
         target = self.target
-        rows = mark_candidates(
-            driver_frame(incoming, schema).toArrow(), target.precombine_field, dedupes(target)
-        )
+        rows = mark_candidates(collected, target.precombine_field, dedupes(target))
         sizes = {g: sum(f.size for f in files) for g, files in stored_files.items()}
         results = write_on_driver(
             job, rows, self._driver_threads(), self.write_rounds - 1, lambda g: sizes.get(g, 0)

@@ -26,7 +26,7 @@ def layout_bucket_column(
 ) -> Column:
     """The bucket of each row when partitions have their own counts: the row's partition
     path picks its count from a map literal (one native lookup, no UDF)."""
-    if not counts:
+    if all(n == default for n in counts.values()):  # no per-row lookup of the partition
         return bucket_column(hash_fields, default)
     pairs = [x for pp, n in sorted(counts.items()) for x in (F.lit(pp), F.lit(n))]
     count = F.coalesce(F.create_map(*pairs)[partition_path], F.lit(default))

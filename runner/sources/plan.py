@@ -32,7 +32,7 @@ from runner.sources.model import SourcePlan
 from runner.spec.model import PipelineSpec, Source
 from runner.spec.secrets import resolve
 from runner.table.meta import COMMIT_TIME
-from runner.table.reader import drop_deleted_rows
+from runner.table.reader import drop_deleted_rows, listed_on_driver
 from runner.table.storage import S3_SCHEMES, TableLocation, locate, scheme
 
 FILE_FORMATS = ("parquet", "csv", "json", "orc")
@@ -166,7 +166,7 @@ def read_source(spark: SparkSession, plan: SourcePlan) -> DataFrame:
             reader = reader.schema(ddl)
         except (ParseException, AnalysisException) as exc:
             raise UserError(f"{plan.where}: schema is not valid DDL: {_first_line(exc)}") from exc
-    frame = _load(reader, plan)
+    frame = _load(spark, reader, plan)
     if text and frame.columns == [CORRUPT]:
         raise UserError(
             f"{plan.where} ({source.format} at {source.path}): no record parses as "
@@ -174,11 +174,11 @@ def read_source(spark: SparkSession, plan: SourcePlan) -> DataFrame:
             "a `schema:` (records that do not parse then follow on_bad_record)"
         )
     if text and CORRUPT not in frame.columns:  # an inferred schema: read again with the column
-        frame = _load(reader.schema(with_corrupt_column(frame.schema)), plan)
+        frame = _load(spark, reader.schema(with_corrupt_column(frame.schema)), plan)
     return frame
 
 
-def _load(reader: DataFrameReader, plan: SourcePlan) -> DataFrame:
+def _load(spark: SparkSession, reader: DataFrameReader, plan: SourcePlan) -> DataFrame:
     source = plan.source
     path = resolve(source.path, where=plan.where)
     try:
@@ -187,7 +187,9 @@ def _load(reader: DataFrameReader, plan: SourcePlan) -> DataFrame:
         if not plan.paths:  # nothing new here, though another source has news
             return _empty_like(reader, plan, path)
         base = plan.base_path or path
-        return reader.option("basePath", base).load([spark_path(p) for p in plan.paths])
+        paths = [spark_path(p) for p in plan.paths]
+        with listed_on_driver(spark, paths):
+            return reader.option("basePath", base).load(paths)
     except AnalysisException as exc:
         raise UserError(
             f"{plan.where} ({source.format} at {source.path}): {_first_line(exc)}"
@@ -221,7 +223,9 @@ def _read_delta(spark: SparkSession, plan: SourcePlan) -> DataFrame:
     if not plan.paths:
         table = open_source_table(resolve(plan.source.path, where=plan.where), plan.where)
         return spark.createDataFrame([], from_arrow_schema(pa.schema(table.schema().to_arrow())))
-    frame = spark.read.parquet(*[spark_path(p) for p in plan.paths])
+    paths = [spark_path(p) for p in plan.paths]
+    with listed_on_driver(spark, paths):
+        frame = spark.read.parquet(*paths)
     if plan.deletion_vectors:  # a MERGE_ON_READ table: rows its deletion vectors delete go
         where = resolve(plan.source.path, where=plan.where)
         frame = drop_deleted_rows(spark, frame, locate(where), plan.deletion_vectors)

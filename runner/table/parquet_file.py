@@ -23,6 +23,27 @@ from runner.table.meta import COMMIT_SEQNO, RECORD_KEY
 
 # Distinct in every row: a dictionary page would only be built and thrown away.
 _UNIQUE_COLUMNS = (COMMIT_SEQNO, RECORD_KEY)
+# Other columns get a dictionary when at most half the values of a file's first rows (this
+# many) are distinct. A dictionary of nearly distinct values (ids, amounts, free text) is as
+# large as the values and costs a hash of each; without them, files of the bench's rows
+# came out a quarter smaller and a quarter faster to write (docs/performance.md).
+_DICTIONARY_SAMPLE_ROWS = 1_000
+
+
+def dictionary_columns(schema: pa.Schema, rows: pa.Table) -> list[str]:
+    """The top-level columns worth a dictionary in a file that starts with `rows`: those
+    whose sampled values repeat. (pyarrow matches these names against leaf columns: a
+    nested column's leaves get none, as before this choice was made per file.)"""
+    sample = rows.slice(0, _DICTIONARY_SAMPLE_ROWS)
+    chosen = []
+    for f in schema:
+        if f.name in _UNIQUE_COLUMNS or pa.types.is_nested(f.type):
+            continue
+        if pa.types.is_null(f.type) or len(pc.unique(sample.column(f.name))) <= max(
+            1, sample.num_rows // 2
+        ):
+            chosen.append(f.name)
+    return chosen
 
 
 def _is_string(typ: pa.DataType) -> bool:
@@ -169,14 +190,14 @@ class BucketFile:
             return
         rows = pa.concat_tables(self.pending)
         self.pending, self.pending_bytes = [], 0
-        writer = self.writer or self._open()
+        writer = self.writer or self._open(rows)
         try:
             writer.write_table(rows, row_group_size=rows.num_rows)
         except BaseException:
             self._abandon()
             raise
 
-    def _open(self) -> pq.ParquetWriter:
+    def _open(self, first_rows: pa.Table) -> pq.ParquetWriter:
         if self.fs.type_name == "local":  # an object store has no directories to make
             self.fs.create_dir(self.full_path.rsplit("/", 1)[0], recursive=True)
         self.stream = self.fs.open_output_stream(self.full_path)
@@ -184,7 +205,7 @@ class BucketFile:
             self.stream,
             self.schema,
             compression="zstd",  # about half of snappy's size here; every Delta reader has it
-            use_dictionary=[n for n in self.schema.names if n not in _UNIQUE_COLUMNS],
+            use_dictionary=dictionary_columns(self.schema, first_rows),
             metadata_collector=self.footer,
         )
         return self.writer
@@ -201,7 +222,7 @@ class BucketFile:
         its footer has entries to keep (runner/table/tombstones.py)."""
         self.flush()
         if self.writer is None and self.metadata:
-            self._open()
+            self._open(self.schema.empty_table())
         if self.writer is None or self.stream is None:
             return False
         try:

@@ -24,12 +24,14 @@ from runner.errors import RunnerError
 from runner.index.naming import data_file_path
 from runner.table.bucket_merge import run_bounds
 from runner.table.deletion_vectors import keep_mask
-from runner.table.meta import BUCKET, PARTITION_PATH
+from runner.table.meta import BUCKET
 from runner.table.parquet_file import OpenFiles, conform
-from runner.table.reader import ROW_INDEX, SOURCE_FILE
+from runner.table.reader import ROW_INDEX
 from runner.table.snapshot import DataFile, Group
 from runner.table.storage import TableLocation
 from runner.table.writer import split_groups, task_token
+
+FILE_HASH = "__runner_file_hash"  # a row's file, in a rehash (runner/commands/expand.py)
 
 REGROUP_RESULT_SCHEMA = pa.schema(
     [
@@ -87,9 +89,10 @@ class _Outputs:
 
 @dataclass(frozen=True)
 class RehashJob:
-    """mapInArrow over (SOURCE_FILE, ROW_INDEX, _partition_path, _bucket) rows of old files.
+    """mapInArrow over (FILE_HASH, ROW_INDEX, _bucket) rows of old files.
 
-    `files` maps each old file's name (unique in a runner table) to the file. Rows a
+    `files` maps each old file's FILE_HASH (of its name, unique in a runner table: see
+    runner/commands/expand.py file_hash) to the file. Rows a
     deletion vector deletes are not read by Spark and not copied. The files of one old
     bucket come one after the other (expansion_frame sorts by file when a bucket has
     several), and write into the same open files of their new buckets.
@@ -99,20 +102,20 @@ class RehashJob:
     instant: str
     file_schema: pa.Schema
     file_ids: dict[Group, str]
-    files: dict[str, DataFile]
+    files: dict[int, DataFile]
     fault: str | None = None
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         out = _Outputs(self.table, self.instant, self.file_schema, self.file_ids, self.fault)
-        current: str | None = None
+        current: int | None = None
         old_bucket: Group | None = None  # the new files stay open while its files come
         pieces: list[pa.RecordBatch] = []
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            paths = batch.column(SOURCE_FILE)
-            for start, end in run_bounds(paths):
-                path = paths[start].as_py()
+            hashes = batch.column(FILE_HASH)
+            for start, end in run_bounds(hashes):
+                path = hashes[start].as_py()
                 if path != current:
                     if current is not None:
                         old_bucket = yield from self._split_file(out, current, pieces, old_bucket)
@@ -125,18 +128,20 @@ class RehashJob:
     def _split_file(
         self,
         out: _Outputs,
-        spark_path: str,
+        name_hash: int,
         pieces: list[pa.RecordBatch],
         old_bucket: Group | None,
     ) -> Generator[pa.RecordBatch, None, Group]:
         """Write one old file's live rows into its new buckets' files; those of the
         previous old bucket are closed first. Returns the file's (old) bucket."""
-        stored = self.files.get(spark_path.rsplit("/", 1)[-1])
+        stored = self.files.get(name_hash)
         if stored is None:
-            raise RunnerError(f"Spark read {spark_path}, which is not a file of this expansion")
+            raise RunnerError(
+                f"Spark read a file (name hash {name_hash}) that is not one of this expansion"
+            )
         path = f"{out.root}/{stored.path}"  # in the table's file system, as pyarrow names it
         keys = pa.Table.from_batches(pieces)
-        pp = keys.column(PARTITION_PATH)[0].as_py()
+        pp = stored.partition_path
         if (stored.partition_path, stored.bucket) != old_bucket:
             yield from out.close_all()
         rows = pq.ParquetFile(path, filesystem=out.fs)

@@ -126,6 +126,14 @@ class DeltaFileLimits:
         return chosen
 
 
+# A copy-on-write bucket whose stored files hold at most this many bytes is read once,
+# whole, and its kept rows taken from memory: reading the key columns first and the whole
+# rows again cost a small file a third more than the rewrite itself (two opens, two reads).
+# Larger buckets are read twice, the second time row group by row group, so one task never
+# holds a large bucket's rows.
+WHOLE_READ_MAX_BYTES = 16 * 2**20
+
+
 @dataclass(frozen=True)
 class _StoredKeys:
     """The live rows of a bucket's stored files: key (and ordering) columns, with each
@@ -135,6 +143,7 @@ class _StoredKeys:
     files: np.ndarray
     positions: np.ndarray
     deleted: list[np.ndarray]  # per file, the positions its current DV deletes
+    whole: list[pa.Table] | None = None  # per file, every row and column, if read whole
 
 
 @dataclass(frozen=True)
@@ -281,9 +290,15 @@ class WriteJob:
     def _stored_keys(self, fs: pafs.FileSystem, root: str, stored: list[DataFile]) -> _StoredKeys:
         """The key columns of the bucket's stored rows that no deletion vector deletes."""
         columns = stored_key_columns(self.merge)
-        tables, files, positions, deleted = [], [], [], []
+        read_whole = self.delta_files is None and (
+            sum(f.size for f in stored) <= WHOLE_READ_MAX_BYTES
+        )
+        tables, files, positions, deleted, whole = [], [], [], [], []
         for index, f in enumerate(stored):
-            table = pq.read_table(f"{root}/{f.path}", columns=columns, filesystem=fs)
+            parquet = pq.ParquetFile(f"{root}/{f.path}", filesystem=fs)
+            table = parquet.read() if read_whole else parquet.read(columns=columns)
+            if read_whole:
+                whole.append(table)
             gone = (
                 read_deleted_rows(fs, root, f.deletion_vector)
                 if f.deletion_vector
@@ -302,7 +317,11 @@ class WriteJob:
             empty = self.file_schema.empty_table().select(columns)
             return _StoredKeys(empty, np.empty(0, np.int32), np.empty(0, np.int64), [])
         return _StoredKeys(
-            pa.concat_tables(tables), np.concatenate(files), np.concatenate(positions), deleted
+            pa.concat_tables(tables),
+            np.concatenate(files),
+            np.concatenate(positions),
+            deleted,
+            whole if read_whole else None,
         )
 
     def _live_rows(
@@ -315,13 +334,17 @@ class WriteJob:
         files: Iterable[int],
     ) -> Iterator[pa.Table]:
         """Whole rows, every column, of the stored files at `files`: the live rows `chosen`
-        (a mask over keys.rows) picks, row group by row group."""
+        (a mask over keys.rows) picks, from memory when the bucket was read whole, else
+        row group by row group."""
         for index in files:
             mine = keys.files == index
             if not chosen[mine].any():
                 continue
             keep = np.zeros(stored[index].num_records, dtype=bool)
             keep[keys.positions[mine]] = chosen[mine]
+            if keys.whole is not None:
+                yield conform(keys.whole[index].filter(pa.array(keep)), self.file_schema)
+                continue
             parquet = pq.ParquetFile(f"{root}/{stored[index].path}", filesystem=fs)
             yield from kept_batches(parquet, keep, self.file_schema)
 

@@ -111,7 +111,7 @@ def test_max_delta_files_caps_the_files_of_a_bucket(spark, tmp_path, table):
 def test_small_delta_files_are_folded_into_the_next_one(spark, tmp_path):
     # one bucket per partition, large enough that a few rows are small beside its base file
     spec = write_spec(tmp_path, _target(index={"buckets": 1}))
-    write_batch(tmp_path, city_rows(range(4000), 1))
+    write_batch(tmp_path, city_rows(range(12000), 1))
     run_pipeline(load_spec(spec), spark=spark)
     base = {f.path for f in open_table(str(tmp_path / "table")).files()}
     # 6 and 8 are sf rows: the second upsert replaces 6 again, in the delta file this time
@@ -128,10 +128,10 @@ def test_small_delta_files_are_folded_into_the_next_one(spark, tmp_path):
     (stored,) = [f for f in sf if f.path in base]
     assert stored.deleted_records == 3
     content = city_content(tmp_path / "table").set_index("id")
-    assert len(content) == 4000
+    assert len(content) == 12000
     assert (content.loc[6, "ts"], content.loc[8, "ts"], content.loc[10, "ts"]) == (3, 2, 3)
     via_polars = pl.read_delta(str(tmp_path / "table")).to_pandas().set_index("id")
-    assert len(via_polars) == 4000 and via_polars.loc[6, "ts"] == 3
+    assert len(via_polars) == 12000 and via_polars.loc[6, "ts"] == 3
 
 
 def test_compaction_folds_each_bucket_into_one_sorted_file(spark, tmp_path, table):

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
 from runner.commands.run import run_pipeline
 from runner.errors import UserError
+from runner.sources.checkpoint import starting_points
+from runner.sources.plan import plan_sources, read_source
 from runner.spec import load_spec
 from tests.helpers import read_table
 
@@ -78,3 +82,35 @@ def test_a_missing_source_path_is_a_user_error(spark, tmp_path, csv_and_json):
 def test_a_key_field_missing_from_the_input_lists_the_columns(spark, tmp_path, csv_and_json):
     with pytest.raises(UserError, match="key generator field 'country' is not in the input"):
         run_pipeline(_spec(tmp_path, "SELECT * FROM orders", csv_and_json), spark=spark)
+
+
+def test_many_new_local_files_are_listed_without_a_spark_job(spark, tmp_path):
+    """Spark lists more than 32 paths in a job of its own (about half a second); the runner
+    reads 40 new local files without one, and leaves the session's setting as it was."""
+    (tmp_path / "orders").mkdir()
+    for i in range(40):
+        row = {"order_id": [i], "country": ["nl"], "ts": [1], "total": [i + 0.5]}
+        pq.write_table(pa.table(row), tmp_path / "orders" / f"o{i:02}.parquet")
+    sources = [
+        {
+            "name": "orders",
+            "format": "parquet",
+            "path": str(tmp_path / "orders"),
+            "incremental": "new_files",
+            "schema": "order_id long, country string, ts long, total double",  # no inference job
+        }
+    ]
+    spec = _spec(tmp_path, None, sources)
+    setting = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+    before = spark.conf.get(setting, None)
+    plan = plan_sources(spec, starting_points(spec, None))[0]
+    assert len(plan.paths) == 40
+    spark.sparkContext.setJobGroup("listing", "a source's files listed")
+    try:
+        frame = read_source(spark, plan)  # the file index is built (and listed) here
+        jobs = spark.sparkContext.statusTracker().getJobIdsForGroup("listing")
+    finally:
+        spark.sparkContext.setJobGroup("", "")
+    assert not jobs
+    assert spark.conf.get(setting, None) == before
+    assert frame.count() == 40

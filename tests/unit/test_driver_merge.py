@@ -15,10 +15,12 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from runner.ops.merge import why_not_on_driver
+from runner.ops.merge import split_verdicts, why_not_on_driver
+from runner.ops.quality import FATE, RULE
 from runner.spec.model import DriverMergeSpec, IndexSpec, KeyGenSpec, Target
 from runner.table.bucket_merge import SEQ
 from runner.table.driver_merge import mark_candidates
+from runner.table.meta import BUCKET, PARTITION_PATH, RECORD_KEY
 from runner.table.writer import ACTION
 
 TARGET = Target(
@@ -38,6 +40,30 @@ def test_small_batches_merge_on_the_driver_and_large_ones_in_spark():
     )
     off = dataclasses.replace(TARGET, driver_merge=DriverMergeSpec(max_rows=0))
     assert why_not_on_driver(off, BATCH, 1, 0, "local[2]") is not None
+
+
+def test_a_batch_collected_whole_is_counted_as_the_counting_job_counts_it():
+    """A small batch is collected with its verdicts in one job: the rows to write, their
+    count per bucket and the rejected rows per fate and rule come from it on the driver."""
+    batch = pa.table(
+        {
+            RECORD_KEY: ["1", "2", "3", "4", None, "6"],
+            PARTITION_PATH: ["a", "a", "b", "a", None, "b"],
+            BUCKET: pa.array([0, 0, 1, 0, None, 1], pa.int32()),
+            "amount": [1.0, 2.0, -3.0, 4.0, 5.0, -6.0],
+            FATE: [None, None, "quarantine", None, "fail", "quarantine"],
+            RULE: [None, None, "positive", None, "key_generator", "positive, small"],
+        }
+    )
+
+    rows, groups, verdicts = split_verdicts(batch)
+
+    assert rows.column_names == [RECORD_KEY, PARTITION_PATH, BUCKET, "amount"]
+    assert rows.column(RECORD_KEY).to_pylist() == ["1", "2", "4"]
+    assert groups == {("a", 0): 3}
+    assert verdicts.rows_read == 6
+    assert verdicts.by_fate == {"quarantine": 2, "fail": 1}
+    assert verdicts.by_rule == {"positive": 2, "small": 1, "key_generator": 1}
 
 
 def test_on_a_cluster_a_large_rewrite_stays_on_the_executors():

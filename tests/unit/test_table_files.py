@@ -51,6 +51,41 @@ def test_a_bucket_file_is_zstd_parquet_with_delta_statistics(tmp_path):
     assert written.read().column("n").to_pylist() == [-7, 3, None]
 
 
+def test_only_columns_whose_values_repeat_get_a_dictionary(tmp_path):
+    """A dictionary of nearly distinct values is as large as the values: such columns (and
+    the always-distinct meta columns) are written plain, repeating ones with a dictionary."""
+    n = 3000
+    rows = pa.table(
+        {
+            "_record_key": [f"k{i}" for i in range(n)],
+            "id": pa.array(range(n), pa.int64()),
+            "note": [f"note-{i * 7919 % 100003}" for i in range(n)],
+            "city": ["ams", "sf", "nyc"] * (n // 3),
+            "status": pa.array([i % 40 for i in range(n)], pa.int32()),
+            "tags": [[i % 3] for i in range(n)],  # nested: leaves are not named, so plain
+        }
+    )
+    out = BucketFile(pafs.LocalFileSystem(), f"{tmp_path}/f.parquet", rows.schema)
+    out.write(rows)
+    assert out.close()
+
+    written = pq.ParquetFile(tmp_path / "f.parquet")
+    group = written.metadata.row_group(0)
+    encoded = {
+        group.column(i).path_in_schema: "RLE_DICTIONARY" in group.column(i).encodings
+        for i in range(group.num_columns)
+    }
+    assert encoded == {
+        "_record_key": False,
+        "id": False,
+        "note": False,
+        "city": True,
+        "status": True,
+        "tags.list.element": False,
+    }
+    assert written.read().equals(rows)
+
+
 def test_string_bounds_follow_byte_order_and_are_left_out_when_unknown(tmp_path):
     schema = pa.schema([("s", pa.string()), ("long", pa.string()), ("empty", pa.string())])
     out = BucketFile(pafs.LocalFileSystem(), f"{tmp_path}/f.parquet", schema)
