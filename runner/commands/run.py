@@ -59,6 +59,7 @@ from runner.ops.quality import (
     Verdicts,
     add_malformed,
     add_verdicts,
+    bucket_counts_and_verdicts,
     check_expectations,
     enforce,
     quarantine_rows,
@@ -347,14 +348,10 @@ class PipelineRun:
                 files = [r for r in results if r.fate is None]
                 log.info("files_written", files=len(files), bytes=sum(r.size for r in files))
                 _refuse_occupied({r.rule for r in results if r.fate == OCCUPIED})
-                groups: dict[Group, int] = {}
-                counts: dict[tuple[str | None, str | None], int] = {}
-                for r in results:
-                    if r.fate is None:
-                        group = (r.partition_path, r.bucket)
-                        groups[group] = groups.get(group, 0) + r.rows
-                    counts[(r.fate, r.rule)] = counts.get((r.fate, r.rule), 0) + r.rows
-                self._judge(judged, input_columns, Verdicts.from_counts(counts), groups)
+                groups, verdicts = bucket_counts_and_verdicts(
+                    (r.partition_path, r.bucket, r.fate, r.rule, r.rows) for r in results
+                )
+                self._judge(judged, input_columns, verdicts, groups)
                 self._quarantine_skipped()
                 with stages.stage("commit"):
                     try:
@@ -871,14 +868,9 @@ def _touched_groups(judged: DataFrame) -> tuple[dict[Group, int], Verdicts]:
     """Rows per (partition path, bucket) to write, and the rejected rows per fate and rule,
     from one aggregation: metadata-sized, fine on the driver."""
     rows = judged.groupBy(PARTITION_PATH, BUCKET, FATE, RULE).count().collect()
-    groups: dict[Group, int] = {}
-    counts: dict[tuple[str | None, str | None], int] = {}
-    for r in rows:
-        if r[FATE] is None:
-            groups[(r[PARTITION_PATH], r[BUCKET])] = r["count"]
-        key = (r[FATE], r[RULE])
-        counts[key] = counts.get(key, 0) + r["count"]
-    return groups, Verdicts.from_counts(counts)
+    return bucket_counts_and_verdicts(
+        (r[PARTITION_PATH], r[BUCKET], r[FATE], r[RULE], r["count"]) for r in rows
+    )
 
 
 def _stored_files(

@@ -19,13 +19,14 @@ from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import StructType
 
 from runner.ops.change_feed import is_delete
-from runner.ops.quality import FATE, RULE, Verdicts
+from runner.ops.quality import FATE, RULE, Verdicts, bucket_counts_and_verdicts
 from runner.spec.model import Target
 from runner.table import bulk_writer
 from runner.table.bucket_merge import DELETE, SEQ, MergeSettings
 from runner.table.driver_merge import orderable
 from runner.table.meta import BUCKET, COMMIT_SEQNO, COMMIT_TIME, PARTITION_PATH, RECORD_KEY
 from runner.table.schema import SchemaPlan
+from runner.table.snapshot import Group
 from runner.table.writer import ACTION
 
 
@@ -129,22 +130,18 @@ def one_pass_frame(
     return driver_frame(incoming_rows(judged, target, plan, instant, verdict), plan, verdict)
 
 
-def split_verdicts(rows: pa.Table) -> tuple[pa.Table, dict[tuple[str, int], int], Verdicts]:
+def split_verdicts(rows: pa.Table) -> tuple[pa.Table, dict[Group, int], Verdicts]:
     """A batch from one_pass_frame, collected: the rows to write (verdict columns dropped),
     their count per (partition path, bucket), and the rejected rows per fate and rule, as
     the counting job would have found them."""
     counts = rows.group_by([PARTITION_PATH, BUCKET, FATE, RULE], use_threads=False).aggregate(
         [([], "count_all")]
     )
-    groups: dict[tuple[str, int], int] = {}
-    by_verdict: dict[tuple[str | None, str | None], int] = {}
-    for r in counts.to_pylist():
-        n = r["count_all"]
-        if r[FATE] is None:
-            groups[(r[PARTITION_PATH], r[BUCKET])] = n
-        by_verdict[(r[FATE], r[RULE])] = by_verdict.get((r[FATE], r[RULE]), 0) + n
+    groups, verdicts = bucket_counts_and_verdicts(
+        (r[PARTITION_PATH], r[BUCKET], r[FATE], r[RULE], r["count_all"]) for r in counts.to_pylist()
+    )
     kept = rows.filter(pc.is_null(rows.column(FATE))).drop_columns([FATE, RULE])
-    return kept, groups, Verdicts.from_counts(by_verdict)
+    return kept, groups, verdicts
 
 
 def why_not_on_driver(

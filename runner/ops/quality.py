@@ -9,6 +9,7 @@ rides on the pass that counts the buckets, and no Python touches the rows.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from pyspark.errors import PySparkException
@@ -21,6 +22,7 @@ from runner.ops.keys import KEY_ERROR
 from runner.sources.bad_input import MALFORMED_FILE, MALFORMED_RAW, MalformedRows, line_of
 from runner.spec.model import Expectation, PipelineSpec
 from runner.table.meta import BUCKET, PARTITION_PATH, RECORD_KEY
+from runner.table.snapshot import Group
 
 FATE = "__runner_fate"  # null: the row is written; else drop | quarantine | fail
 RULE = "__runner_rule"  # the rule(s) the row broke, comma-separated
@@ -144,6 +146,21 @@ class Verdicts:
 
     def count(self, fate: str) -> int:
         return self.by_fate.get(fate, 0)
+
+
+def bucket_counts_and_verdicts(
+    counts: Iterable[tuple[str | None, int | None, str | None, str | None, int]],
+) -> tuple[dict[Group, int], Verdicts]:
+    """From rows per (partition path, bucket, fate, rule): the rows to write per bucket (the
+    null fate) and the rejected rows per fate and rule. Counts of the same key add up."""
+    groups: dict[Group, int] = {}
+    by_verdict: dict[tuple[str | None, str | None], int] = {}
+    for partition_path, bucket, fate, rule, n in counts:
+        if fate is None:
+            assert partition_path is not None and bucket is not None, "a written row is keyed"
+            groups[(partition_path, bucket)] = groups.get((partition_path, bucket), 0) + n
+        by_verdict[(fate, rule)] = by_verdict.get((fate, rule), 0) + n
+    return groups, Verdicts.from_counts(by_verdict)
 
 
 def enforce(judged: DataFrame, spec: PipelineSpec, verdicts: Verdicts) -> None:

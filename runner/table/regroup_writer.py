@@ -115,11 +115,11 @@ class RehashJob:
                 continue
             hashes = batch.column(FILE_HASH)
             for start, end in run_bounds(hashes):
-                path = hashes[start].as_py()
-                if path != current:
+                name_hash = hashes[start].as_py()
+                if name_hash != current:
                     if current is not None:
                         old_bucket = yield from self._split_file(out, current, pieces, old_bucket)
-                    current, pieces = path, []
+                    current, pieces = name_hash, []
                 pieces.append(batch.slice(start, end - start))
         if current is not None:
             yield from self._split_file(out, current, pieces, old_bucket)

@@ -293,11 +293,12 @@ class WriteJob:
         read_whole = self.delta_files is None and (
             sum(f.size for f in stored) <= WHOLE_READ_MAX_BYTES
         )
-        tables, files, positions, deleted, whole = [], [], [], [], []
+        tables, files, positions, deleted = [], [], [], []
+        whole: list[pa.Table] | None = [] if read_whole else None
         for index, f in enumerate(stored):
             parquet = pq.ParquetFile(f"{root}/{f.path}", filesystem=fs)
-            table = parquet.read() if read_whole else parquet.read(columns=columns)
-            if read_whole:
+            table = parquet.read() if whole is not None else parquet.read(columns=columns)
+            if whole is not None:
                 whole.append(table)
             gone = (
                 read_deleted_rows(fs, root, f.deletion_vector)
@@ -321,7 +322,7 @@ class WriteJob:
             np.concatenate(files),
             np.concatenate(positions),
             deleted,
-            whole if read_whole else None,
+            whole,
         )
 
     def _live_rows(
