@@ -18,7 +18,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 WARMUP_MAX_ROWS = 2_000_000
-SKIPPABLE_PEERS = ("delta-merge", "naive-rewrite", "spark-parquet")  # bench.write.PEERS
+SKIPPABLE_PEERS = (
+    "delta-merge",
+    "naive-rewrite",
+    "spark-parquet",
+    "spark-same-files",
+)  # bench.write.PEERS
 
 
 def validate_seconds(repeats: int) -> float:

@@ -3,7 +3,9 @@
     python -m bench --only write [--rows 200000] [--repeats 3] [--buckets 16]
 
 Scenarios, each checked (row count and checksums equal across systems) before it is timed:
-- bulk_insert of R rows vs Spark's own `partitionBy(...).parquet(...)` of the same rows;
+- bulk_insert of R rows vs Spark's own `partitionBy(...).parquet(...)` of the same rows, and
+  vs Spark writing the files the runner writes (its five meta columns, computed with the
+  runner's own key expressions, one directory per partition and bucket, zstd);
 - upserts of batches (each --fractions of R) into an R-row table vs delta-rs
   `DeltaTable.merge` and vs a naive Spark rewrite (anti-join, union, overwrite), with the
   bytes each one rewrites.
@@ -38,6 +40,7 @@ CITIES = ["ams", "sf", "nyc", "sp", "tokyo", "lagos", "paris", "delhi"]
 CHUNK_ROWS = 1_000_000  # rows generated and written at a time: one parquet file each
 PEERS = {  # --skip-peer NAME -> the peer as reported
     "spark-parquet": "spark partitionBy().parquet",
+    "spark-same-files": "spark, the runner's files",
     "delta-merge": "delta-rs merge",
     "naive-rewrite": "naive spark rewrite",
 }
@@ -234,12 +237,25 @@ def run_write_benchmarks(
         assert checksum(parquet_dataset(plain)) == expected
         shutil.rmtree(plain)
         peers[PEERS["spark-parquet"]] = statistics.median(t_spark)
+    if "spark-same-files" not in skip:
+        same = work / "bulk_spark_same"
+        frame = runner_file_columns(spark.read.parquet(str(base_src)), spec)
+
+        def spark_same_files() -> None:
+            frame.write.mode("overwrite").option("compression", "zstd").partitionBy(
+                "partition_dir", "bucket_dir"
+            ).parquet(str(same))
+
+        t_same = timed(repeats, lambda: None, spark_same_files, warmup=warmup)
+        assert checksum(parquet_dataset(same)) == expected
+        shutil.rmtree(same)
+        peers[PEERS["spark-same-files"]] = statistics.median(t_same)
     results.append(
         {
             "scenario": f"bulk_insert {rows:,} rows, {buckets} buckets x {len(CITIES)} partitions",
             "runner_s": statistics.median(t_runner),
             "peers": peers,
-            **_skipped(skipped, "spark-parquet"),
+            **_skipped(skipped, "spark-parquet", "spark-same-files"),
             **stage_report(summaries),
         }
     )
@@ -284,6 +300,30 @@ def run_write_benchmarks(
                 )
             )
     return results
+
+
+def runner_file_columns(source, spec):
+    """The rows of `source` as a bulk_insert stores them (meta columns first, computed by the
+    runner's key expressions), plus copies of the partition path and bucket for Spark's
+    `partitionBy` (which keeps its partition columns out of the files)."""
+    from pyspark.sql import functions as F
+
+    from runner.ops.keys import add_key_columns
+    from runner.table.meta import BUCKET, COMMIT_SEQNO, COMMIT_TIME, PARTITION_PATH, RECORD_KEY
+
+    instant = "20260101000000000"
+    row_in_task = F.monotonically_increasing_id().bitwiseAND((1 << 33) - 1)  # see its docs
+    seqno = F.concat_ws("_", F.lit(instant), F.spark_partition_id(), row_in_task)
+    return add_key_columns(source, spec.target).select(
+        F.lit(instant).alias(COMMIT_TIME),
+        seqno.alias(COMMIT_SEQNO),
+        RECORD_KEY,
+        PARTITION_PATH,
+        BUCKET,
+        *source.columns,
+        F.col(PARTITION_PATH).alias("partition_dir"),
+        F.col(BUCKET).alias("bucket_dir"),
+    )
 
 
 def _skipped(skipped: dict[str, str], *names: str) -> dict:

@@ -45,9 +45,12 @@ def add_key_columns(df: DataFrame, target: Target, layout: BucketLayout | None =
     bucket = layout_bucket_column(
         target.index.hash_fields, layout.partitions, layout.default, cols.partition_path
     )
-    return (
-        df.withColumn(KEY_ERROR, error)
-        .withColumn(RECORD_KEY, F.when(F.col(KEY_ERROR).isNull(), cols.record_key))
-        .withColumn(PARTITION_PATH, F.when(F.col(KEY_ERROR).isNull(), cols.partition_path))
-        .withColumn(BUCKET, F.when(F.col(KEY_ERROR).isNull(), bucket))
+    keyed = F.col(KEY_ERROR).isNull()
+    # one withColumns, not three withColumn: each call is a plan analysis through py4j
+    return df.withColumn(KEY_ERROR, error).withColumns(
+        {
+            RECORD_KEY: F.when(keyed, cols.record_key),
+            PARTITION_PATH: F.when(keyed, cols.partition_path),
+            BUCKET: F.when(keyed, bucket),
+        }
     )

@@ -95,7 +95,7 @@ def add_verdicts(keyed: DataFrame, spec: PipelineSpec) -> DataFrame:
         .when(quarantine != "", F.concat(F.lit("breaks "), reasons("quarantine")))
         .when(drop != "", F.concat(F.lit("breaks "), reasons("drop")))
     )
-    return keyed.withColumn(FATE, fate).withColumn(RULE, rule).withColumn(REASON, reason)
+    return keyed.withColumns({FATE: fate, RULE: rule, REASON: reason})
 
 
 def add_malformed(judged: DataFrame, malformed: list[MalformedRows]) -> DataFrame:

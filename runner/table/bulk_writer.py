@@ -35,6 +35,7 @@ from runner.table.storage import TableLocation
 from runner.table.writer import (
     RESULT_SCHEMA,
     SeqNo,
+    group_order,
     result_row,
     split_groups,
     task_token,
@@ -137,12 +138,15 @@ class BulkJob:
         assert self.source is not None
         paths = keys.column(SOURCE_FILE)
         for start, end in run_bounds(paths):
-            run = keys.slice(start, end - start)
+            run = keys.slice(start, end - start).select(
+                [SOURCE_ROW, PARTITION_PATH, RECORD_KEY, BUCKET]
+            )
+            order, codes = group_order(run)
+            run = run.take(order)  # bucket by bucket, and the rows are read in that order
             data = self.source.take(paths[start].as_py(), run.column(SOURCE_ROW).combine_chunks())
             for name in (PARTITION_PATH, RECORD_KEY, BUCKET):
                 data = data.append_column(name, run.column(name))
-            order = pc.sort_indices(data, [(PARTITION_PATH, "ascending"), (BUCKET, "ascending")])
-            for group, part in split_groups(data.take(order)):
+            for group, part in split_groups(data, codes=codes):
                 files.write(group, self._with_commit_columns(part, seqno))
 
     def _with_commit_columns(self, part: pa.Table, seqno: SeqNo) -> pa.Table:

@@ -65,8 +65,7 @@ def mark_candidates(rows: pa.Table, precombine_field: str | None, dedupe: bool) 
     ordered = rows.take(pc.sort_indices(ordering, sort_keys=keys)).drop_columns([SEQ])
     first = np.ones(ordered.num_rows, dtype=bool)
     if dedupe and ordered.num_rows:
-        # the first row of each (partition path, bucket, key) run wins; joined as
-        # split_groups joins a group
+        # the first row of each (partition path, bucket, key) run wins
         bucket = pc.cast(ordered.column(BUCKET), pa.string())
         keys = pc.binary_join_element_wise(
             ordered.column(PARTITION_PATH), bucket, ordered.column(RECORD_KEY), "\x00"

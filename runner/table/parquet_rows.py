@@ -26,7 +26,8 @@ class ParquetRows:
         self._last: tuple[int, pa.Table] | None = None  # the last row group read
 
     def take(self, uri: str, rows: pa.Array) -> pa.Table:
-        """The rows at the (ascending) row indexes `rows` of the file Spark names `uri`."""
+        """The rows at the row indexes `rows` (in any order) of the file Spark names `uri`;
+        the row groups from the lowest index's to the highest's are read."""
         try:
             parquet, starts = self._file(uri)
             first = bisect.bisect_right(starts, pc.min(rows).as_py()) - 1

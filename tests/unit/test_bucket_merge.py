@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from runner.table.bucket_merge import DELETE, MergeSettings, merge_bucket, summarize_stored
+from runner.table.writer import group_order, split_groups
 
 UPSERT = MergeSettings("upsert", "ts", merge_mode="event_time", filter_dupes=False)
 
@@ -67,3 +68,24 @@ def test_delete_removes_stored_keys_and_counts_missing():
     )
     assert merge.counts == {"deleted": 2, "delete_missing": 1}
     assert merge.drop_keys.to_pylist() == ["a"] and merge.write.num_rows == 0
+
+
+def test_rows_in_any_order_are_written_one_whole_bucket_at_a_time():
+    # a bulk_insert task's rows come in source-file order: the writer must hand each
+    # (partition path, bucket) its rows in one piece, whatever their interleaving
+    rows = pa.table(
+        {
+            "_partition_path": ["b", "a", "b", "a", "a", "b", "a"],
+            "_bucket": pa.array([1, 0, 1, 1, 0, 0, 1], pa.int32()),
+            "id": [0, 1, 2, 3, 4, 5, 6],
+        }
+    )
+    order, codes = group_order(rows)
+    groups = {
+        group: part.column("id").to_pylist()
+        for group, part in split_groups(rows.take(order), codes=codes)
+    }
+    assert groups == {("a", 0): [1, 4], ("a", 1): [3, 6], ("b", 0): [5], ("b", 1): [0, 2]}
+    # a table sorted by the strings themselves splits the same without codes
+    sorted_rows = rows.sort_by([("_partition_path", "ascending"), ("_bucket", "ascending")])
+    assert [g for g, _ in split_groups(sorted_rows)] == sorted(groups)
