@@ -312,7 +312,8 @@ def runner_file_columns(source, spec):
     from runner.table.meta import BUCKET, COMMIT_SEQNO, COMMIT_TIME, PARTITION_PATH, RECORD_KEY
 
     instant = "20260101000000000"
-    row_in_task = F.monotonically_increasing_id().bitwiseAND((1 << 33) - 1)  # see its docs
+    # the row's number in its task: monotonically_increasing_id's lower 33 bits
+    row_in_task = F.monotonically_increasing_id().bitwiseAND((1 << 33) - 1)
     seqno = F.concat_ws("_", F.lit(instant), F.spark_partition_id(), row_in_task)
     return add_key_columns(source, spec.target).select(
         F.lit(instant).alias(COMMIT_TIME),

@@ -18,12 +18,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from runner.table.bucket_merge import SEQ, run_bounds
-from runner.table.meta import BUCKET, PARTITION_PATH, RECORD_KEY
+from runner.table.bucket_merge import SEQ
+from runner.table.meta import RECORD_KEY
 from runner.table.snapshot import Group
-from runner.table.writer import ACTION, ExecutorJob, driver_task, split_groups
+from runner.table.writer import ACTION, ExecutorJob, driver_task, group_codes, split_groups
 
 _NAN_FIRST = "__runner_nan"  # sort helper: Spark orders NaN above every other number
+_GROUP = "__runner_group"  # sort helper: the row's (partition path, bucket) as one integer
 
 
 def orderable(type_: pa.DataType) -> bool:
@@ -44,16 +45,16 @@ def orderable(type_: pa.DataType) -> bool:
 
 
 def mark_candidates(rows: pa.Table, precombine_field: str | None, dedupe: bool) -> pa.Table:
-    """The batch sorted by (partition path, bucket, record key), each row marked as
-    runner/ops/merge.py's window marks it: `candidate` for a key's winner (greatest
-    precombine value, nulls lowest, ties to the later input row), `duplicate` for the rest;
-    every row a candidate without `dedupe`."""
+    """The batch a bucket after another (group_codes order), sorted by record key in each,
+    each row marked as runner/ops/merge.py's window marks it: `candidate` for a key's
+    winner (greatest precombine value, nulls lowest, ties to the later input row),
+    `duplicate` for the rest; every row a candidate without `dedupe`."""
+    codes = group_codes(rows)
+    ordering = rows.append_column(_GROUP, codes)
     keys: list[tuple[str, str, str]] = [
-        (PARTITION_PATH, "ascending", "at_end"),
-        (BUCKET, "ascending", "at_end"),
+        (_GROUP, "ascending", "at_end"),
         (RECORD_KEY, "ascending", "at_end"),
     ]
-    ordering = rows
     if dedupe and precombine_field and precombine_field in rows.column_names:
         value = rows.column(precombine_field)
         if pa.types.is_floating(value.type):
@@ -62,17 +63,15 @@ def mark_candidates(rows: pa.Table, precombine_field: str | None, dedupe: bool) 
             keys.append((_NAN_FIRST, "descending", "at_end"))
         keys.append((precombine_field, "descending", "at_end"))
     keys.append((SEQ, "descending", "at_end"))
-    ordered = rows.take(pc.sort_indices(ordering, sort_keys=keys)).drop_columns([SEQ])
-    first = np.ones(ordered.num_rows, dtype=bool)
+    order = pc.sort_indices(ordering, sort_keys=keys)
+    ordered = rows.take(order).drop_columns([SEQ])
+    first = pa.array(np.ones(ordered.num_rows, dtype=bool))
     if dedupe and ordered.num_rows:
-        # the first row of each (partition path, bucket, key) run wins
-        bucket = pc.cast(ordered.column(BUCKET), pa.string())
-        keys = pc.binary_join_element_wise(
-            ordered.column(PARTITION_PATH), bucket, ordered.column(RECORD_KEY), "\x00"
-        )
-        first[:] = False
-        first[[start for start, _ in run_bounds(keys)]] = True
-    action = pc.if_else(pa.array(first), "candidate", "duplicate")
+        # the first row of each (bucket, key) run wins (keyed rows have a record key)
+        group, key = codes.take(order), ordered.column(RECORD_KEY).combine_chunks()
+        changed = pc.or_(pc.not_equal(group[1:], group[:-1]), pc.not_equal(key[1:], key[:-1]))
+        first = pa.concat_arrays([pa.array([True]), pc.fill_null(changed, True)])
+    action = pc.if_else(first, "candidate", "duplicate")
     return ordered.append_column(ACTION, action)
 
 

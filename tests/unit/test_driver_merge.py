@@ -133,3 +133,14 @@ def test_a_delete_batch_without_the_precombine_column_keeps_one_row_per_key():
     marked = mark_candidates(batch, "ts", dedupe=True)
     assert marked.column(ACTION).to_pylist() == ["candidate", "candidate", "duplicate"]
     assert marked.column("row").to_pylist() == [1, 2, 0]  # ties: the later row wins
+
+
+def test_a_key_in_two_buckets_has_a_winner_in_each():
+    # a global key change (or a bucket count per partition) can put one record key in two
+    # (partition path, bucket) groups: each group keeps its own winner
+    batch = _batch(["k", "k", "k", "k"], [1.0, 2.0, 3.0, 4.0])
+    batch = batch.set_column(0, "_partition_path", pa.array(["p", "q", "p", "q"]))
+    batch = batch.set_column(1, "_bucket", pa.array([0, 0, 0, 1], pa.int32()))
+    marked = mark_candidates(batch, "ts", dedupe=True)
+    winners = marked.filter(pa.compute.equal(marked.column(ACTION), "candidate"))
+    assert sorted(winners.column("row").to_pylist()) == [1, 2, 3]  # p/0: row 2 beats row 0
