@@ -93,8 +93,11 @@ def test_new_files_once_each_across_a_sigkill(tmp_path):
 
 
 def _lines(stream, out: queue.Queue) -> None:
-    for line in stream:
-        out.put(line)
+    try:
+        for line in stream:
+            out.put(line)
+    except ValueError:  # communicate() closed the stream at the test's end
+        return
 
 
 def _wait_for(lines: queue.Queue, event: str, seen: list[str], timeout: float = 180) -> None:
