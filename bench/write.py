@@ -4,8 +4,9 @@
 
 Scenarios, each checked (row count and checksums equal across systems) before it is timed:
 - bulk_insert of R rows vs Spark's own `partitionBy(...).parquet(...)` of the same rows, and
-  vs Spark writing the files the runner writes (its five meta columns, computed with the
-  runner's own key expressions, one directory per partition and bucket, zstd);
+  vs Spark writing what the runner writes: the same columns (its five meta columns
+  computed with the runner's own key expressions), one directory per partition and bucket,
+  zstd (Spark's own file names and path escaping; the checksum covers `id` and `amount`);
 - upserts of batches (each --fractions of R) into an R-row table vs delta-rs
   `DeltaTable.merge` and vs a naive Spark rewrite (anti-join, union, overwrite), with the
   bytes each one rewrites.

@@ -448,7 +448,8 @@ class SeqNo:
 def group_codes(table: pa.Table, bucket_column: str = BUCKET) -> pa.Array:
     """One integer per row, equal exactly where (partition path, bucket) is: the partition
     path's index among the table's distinct ones, times 2**32, plus the bucket. Sorting or
-    comparing these costs a fraction of doing so on the strings."""
+    comparing these costs a fraction of doing so on the strings. For keyed rows only: an
+    int32 bucket and no nulls (rows without a key are set aside before any write)."""
     paths = pc.dictionary_encode(table.column(PARTITION_PATH).combine_chunks())
     index = pc.cast(paths.indices, pa.int64())
     bucket = pc.cast(table.column(bucket_column).combine_chunks(), pa.int64())
