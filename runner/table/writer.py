@@ -445,25 +445,25 @@ class SeqNo:
         return pc.binary_join_element_wise(f"{self.instant}_{self.partition}_", counter, "")
 
 
-def group_codes(table: pa.Table, bucket_column: str = BUCKET) -> pa.Array:
+def group_codes(table: pa.Table) -> pa.Array:
     """One integer per row, equal exactly where (partition path, bucket) is: the partition
     path's index among the table's distinct ones, times 2**32, plus the bucket. Sorting or
     comparing these costs a fraction of doing so on the strings. For keyed rows only: an
     int32 bucket and no nulls (rows without a key are set aside before any write)."""
     paths = pc.dictionary_encode(table.column(PARTITION_PATH).combine_chunks())
     index = pc.cast(paths.indices, pa.int64())
-    bucket = pc.cast(table.column(bucket_column).combine_chunks(), pa.int64())
+    bucket = pc.cast(table.column(BUCKET).combine_chunks(), pa.int64())
     return pc.add(pc.multiply(index, 1 << 32), bucket)
 
 
 def split_groups(
-    table: pa.Table, bucket_column: str = BUCKET, codes: pa.Array | None = None
+    table: pa.Table, codes: pa.Array | None = None
 ) -> Iterator[tuple[tuple[str, int], pa.Table]]:
     """Contiguous runs of equal (partition path, bucket) in a table sorted by them, or in
     the order of `codes` (its group_codes, as group_order sorts them)."""
     pp = table.column(PARTITION_PATH)
-    bucket = table.column(bucket_column)
-    for start, end in run_bounds(group_codes(table, bucket_column) if codes is None else codes):
+    bucket = table.column(BUCKET)
+    for start, end in run_bounds(group_codes(table) if codes is None else codes):
         yield (pp[start].as_py(), bucket[start].as_py()), table.slice(start, end - start)
 
 
