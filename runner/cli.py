@@ -19,7 +19,7 @@ import click
 
 from runner import __version__
 from runner.errors import InvalidSpecError, RunnerError, UserError
-from runner.spec.secrets import scrub
+from runner.spec.secrets import scrub, scrub_values
 
 
 class _DefaultToRun(click.Group):
@@ -81,7 +81,7 @@ def validate(specs: tuple[str, ...]) -> None:
     for path in specs:
         _, problems = check_spec_file(path)
         for problem in problems:
-            click.echo(str(problem))
+            click.echo(scrub(str(problem)))
         if problems:
             bad += 1
         else:
@@ -164,10 +164,10 @@ def run(
         kept: list[dict[str, object]] = []  # the summaries --summary-json keeps, newest last
 
         def show(number: int, summary: RunSummary) -> None:
-            click.echo(f"round {number}: {summary.render()}")
+            click.echo(scrub(f"round {number}: {summary.render()}"))
             if summary_json:
                 kept[:] = [*kept[-(KEPT_ROUNDS - 1) :], summary.to_dict()]
-                Path(summary_json).write_text(json.dumps(kept, indent=2) + "\n")
+                Path(summary_json).write_text(json.dumps(scrub_values(kept), indent=2) + "\n")
 
         done = run_continuously(
             pipeline,
@@ -188,9 +188,9 @@ def run(
         checkpoint=checkpoints,
         ignore_checkpoint=ignore_checkpoint,
     )
-    click.echo(summary.render())
+    click.echo(scrub(summary.render()))
     if summary_json:
-        Path(summary_json).write_text(json.dumps(summary.to_dict(), indent=2) + "\n")
+        Path(summary_json).write_text(json.dumps(scrub_values(summary.to_dict()), indent=2) + "\n")
 
 
 def _duration(text: str) -> float:
@@ -358,10 +358,10 @@ def _expand(
     )
     if as_json:
         out = {"plan": planned.to_dict(), "result": done.to_dict() if done else None}
-        click.echo(json.dumps(out, indent=2))
+        click.echo(json.dumps(scrub_values(out), indent=2))
         return
-    click.echo(planned.render())
-    click.echo("dry run: nothing was changed" if done is None else done.render())
+    click.echo(scrub(planned.render()))
+    click.echo("dry run: nothing was changed" if done is None else scrub(done.render()))
 
 
 @cli.command()
@@ -374,7 +374,7 @@ def _expand(
 @click.option(
     "--min-age-hours",
     type=click.IntRange(min=0),
-    help="Never remove files younger than this; a run may still be writing them.",
+    help="Never remove files younger than this (a writer in flight keeps its files anyway).",
 )
 @click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
@@ -388,14 +388,18 @@ def clean(
     """Remove the runner's data files that no reader of the latest versions needs.
 
     Removes files the runner wrote that were replaced before the last --retain-commits
-    versions, and files no version ever committed (left by a killed run). Files the runner
-    did not write are listed and left alone. Starts no JVM.
+    versions, and files no version ever committed (left by a killed run). The files of a
+    run, expansion or compaction still in flight (its heartbeat is fresh) are kept, however
+    old. Files the runner did not write, and symbolic links, are listed and left alone.
+    Starts no JVM.
     """
     from runner.commands.clean import clean_table
     from runner.spec import load_spec
 
     done = clean_table(load_spec(spec), retain_commits, min_age_hours, dry_run)
-    click.echo(json.dumps(done.to_dict(), indent=2) if as_json else done.render())
+    click.echo(
+        json.dumps(scrub_values(done.to_dict()), indent=2) if as_json else scrub(done.render())
+    )
 
 
 @cli.command()
@@ -424,7 +428,9 @@ def compact(spec: str, partitions: tuple[str, ...], dry_run: bool, as_json: bool
     from runner.spec import load_spec
 
     done = compact_table(load_spec(spec), partitions, dry_run, console_progress=sys.stderr.isatty())
-    click.echo(json.dumps(done.to_dict(), indent=2) if as_json else done.render())
+    click.echo(
+        json.dumps(scrub_values(done.to_dict()), indent=2) if as_json else scrub(done.render())
+    )
 
 
 @cli.command()
@@ -573,7 +579,7 @@ def import_hudi(
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", dir=directory, delete=False) as f:
         f.write(text)
     try:
-        load_spec(f.name)
+        load_spec(f.name, resolve_paths=False)  # checked, not run: paths need no values
         if out:
             os.replace(f.name, out)
     except InvalidSpecError as exc:
@@ -671,7 +677,7 @@ def render(
     from runner.spec import load_spec
 
     spec_file = files[0]
-    spec = load_spec(spec_file)
+    spec = load_spec(spec_file, resolve_paths=False)  # the pods resolve ${env:NAME} in paths
     command = ["runner", "render", spec_file, "--image", image]
     command += ["--namespace", namespace] if namespace else []
     command += ["--schedule", schedule] if schedule else []
@@ -743,7 +749,7 @@ def main() -> None:
         if debug:
             click.echo(scrub(traceback.format_exc()), err=True, nl=False)
         if isinstance(exc, InvalidSpecError):
-            click.echo(str(exc), err=True)  # already FILE:LINE:COL: field: message lines
+            click.echo(scrub(str(exc)), err=True)  # FILE:LINE:COL: field: message lines
         else:
             kind = "error" if isinstance(exc, UserError) else "failed"
             click.echo(scrub(f"{kind}: {exc}"), err=True)

@@ -91,6 +91,8 @@ def spark_session(
         "spark.sql.shuffle.partitions": "8",
         # Bigger Arrow batches to the bucket writers: less per-batch overhead.
         "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
+        # A cancelled task's worker ends without a traceback on the user's terminal.
+        "spark.python.daemon.module": "runner.worker_daemon",
     }
     # Python workers must run the interpreter that has runner and its dependencies.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

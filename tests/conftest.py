@@ -21,6 +21,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(FOLDER_MARKERS[folder])
 
 
+@pytest.fixture(autouse=True)
+def resolved_values_forgotten(monkeypatch):
+    """Each test starts with no resolved `${env:NAME}` value registered for scrubbing, as a
+    new `runner` process does: a value another test resolved (a user name like "runner")
+    would otherwise be taken out of this test's messages."""
+    from runner.spec import secrets
+
+    monkeypatch.setattr(secrets, "_RESOLVED", {})
+
+
 @pytest.fixture(scope="session")
 def spark():
     from runner.session import java_problem, spark_session

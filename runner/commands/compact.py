@@ -32,6 +32,8 @@ from runner.session import spark_session
 from runner.spec.model import CompactionSpec, PipelineSpec
 from runner.table.compact_writer import BUCKETS_SCHEMA, CompactJob
 from runner.table.config import check_table_settings
+from runner.table.directory import require_files
+from runner.table.in_flight import in_flight
 from runner.table.log_entry import (
     NewFile,
     add_action,
@@ -43,6 +45,7 @@ from runner.table.log_entry import (
 )
 from runner.table.regroup_writer import REGROUP_RESULT_SCHEMA
 from runner.table.snapshot import DataFile, Group, TableSnapshot, open_table
+from runner.table.storage import writing
 
 log = structlog.get_logger(__name__)
 
@@ -206,19 +209,20 @@ def run_compaction(
     frame = spark.createDataFrame(rows, from_arrow_schema(BUCKETS_SCHEMA))
     frame = frame.repartition(max(1, min(len(rows), shuffle)))
     job = CompactJob(snapshot.location, instant, snapshot.arrow_schema(), faults.requested())
-    try:
-        results = frame.mapInArrow(job, from_arrow_schema(REGROUP_RESULT_SCHEMA)).collect()
-        written = {(r.partition_path, r.bucket): r for r in results}
-        if sum(r.num_records for r in results) != summary.rows:
-            raise CommitConflictError(
-                f"compaction wrote {sum(r.num_records for r in results)} rows for "
-                f"{summary.rows} live rows read; nothing was committed"
-            )
-        faults.maybe_fail("before_commit")
-        summary.version = _commit(snapshot, buckets, written, summary, instant)
-    except BaseException:
-        remove_uncommitted(spark, snapshot.location, instant)
-        raise
+    with writing(snapshot.uri), in_flight(snapshot.location, instant, "compaction"):
+        try:
+            results = frame.mapInArrow(job, from_arrow_schema(REGROUP_RESULT_SCHEMA)).collect()
+            written = {(r.partition_path, r.bucket): r for r in results}
+            if sum(r.num_records for r in results) != summary.rows:
+                raise CommitConflictError(
+                    f"compaction wrote {sum(r.num_records for r in results)} rows for "
+                    f"{summary.rows} live rows read; nothing was committed"
+                )
+            faults.maybe_fail("before_commit")
+            summary.version = _commit(snapshot, buckets, written, summary, instant)
+        except BaseException:
+            remove_uncommitted(spark, snapshot.location, instant)
+            raise
     summary.seconds = round(time.perf_counter() - started, 3)
     log.info("compaction_done", **summary.to_dict())
     return summary
@@ -234,6 +238,7 @@ def _commit(
     """One version: every folded bucket's files out, its new file in. Buckets a writer
     changed since they were read are dropped (their new files removed), not committed."""
     pending = {b.group: b for b in buckets}
+    require_files(snapshot.location, [r.path for r in written.values() if r.path], "compaction")
     while pending:
         now = now_ms()
         new_files = [

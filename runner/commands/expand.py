@@ -33,6 +33,7 @@ from runner.session import spark_session, under_spark_submit
 from runner.spec.model import PipelineSpec, Target
 from runner.table import tombstones
 from runner.table.config import check_table_settings
+from runner.table.in_flight import in_flight
 from runner.table.layout_commit import check_expandable, commit_relayout
 from runner.table.log_entry import NewFile
 from runner.table.meta import BUCKET, PARTITION_PATH, RECORD_KEY
@@ -44,7 +45,7 @@ from runner.table.regroup_writer import (
     RehashJob,
 )
 from runner.table.snapshot import DataFile, TableSnapshot, open_table
-from runner.table.storage import TableLocation, locate
+from runner.table.storage import TableLocation, locate, writing
 
 log = structlog.get_logger(__name__)
 
@@ -273,47 +274,48 @@ def run_expansion(
         job = RegroupJob(snapshot.location, summary.instant, schema, file_ids, fault)
     read_conf = _whole_file_reads(max((f.size for f in files), default=0))
     saved = {k: spark.conf.get(k, None) for k in read_conf}
-    try:
-        for key, value in read_conf.items():
-            spark.conf.set(key, value)
-        frame = expansion_frame(spark, snapshot, target, plan)
-        results = frame.mapInArrow(job, from_arrow_schema(REGROUP_RESULT_SCHEMA)).collect()
-        added = [NewFile(r.path, r.size, r.stats) for r in results]
-        written_rows = sum(r.num_records for r in results)
-        if written_rows != sum(c.rows for c in plan.changes):
-            raise RunnerError(
-                f"expansion wrote {written_rows} rows for {sum(c.rows for c in plan.changes)} "
-                "read; nothing was committed"
+    with writing(snapshot.uri), in_flight(snapshot.location, summary.instant, "expansion"):
+        try:
+            for key, value in read_conf.items():
+                spark.conf.set(key, value)
+            frame = expansion_frame(spark, snapshot, target, plan)
+            results = frame.mapInArrow(job, from_arrow_schema(REGROUP_RESULT_SCHEMA)).collect()
+            added = [NewFile(r.path, r.size, r.stats) for r in results]
+            written_rows = sum(r.num_records for r in results)
+            if written_rows != sum(c.rows for c in plan.changes):
+                raise RunnerError(
+                    f"expansion wrote {written_rows} rows for {sum(c.rows for c in plan.changes)} "
+                    "read; nothing was committed"
+                )
+            faults.maybe_fail("before_commit")
+            configuration = {
+                k: v for k, v in snapshot.configuration.items() if k != PARTITION_BUCKETS
+            } | plan.layout_after.to_configuration()
+            summary.version = commit_relayout(
+                snapshot,
+                configuration,
+                added,
+                files,
+                {c.partition_path for c in plan.changes},
+                {
+                    "operation": "expand",
+                    "policy": plan.policy,
+                    "instant": summary.instant,
+                    "buckets_before": _layout_dict(plan.layout_before),
+                    "buckets_after": _layout_dict(plan.layout_after),
+                    "files_read": len(files),
+                    "files_written": len(added),
+                },
             )
-        faults.maybe_fail("before_commit")
-        configuration = {
-            k: v for k, v in snapshot.configuration.items() if k != PARTITION_BUCKETS
-        } | plan.layout_after.to_configuration()
-        summary.version = commit_relayout(
-            snapshot,
-            configuration,
-            added,
-            files,
-            {c.partition_path for c in plan.changes},
-            {
-                "operation": "expand",
-                "policy": plan.policy,
-                "instant": summary.instant,
-                "buckets_before": _layout_dict(plan.layout_before),
-                "buckets_after": _layout_dict(plan.layout_after),
-                "files_read": len(files),
-                "files_written": len(added),
-            },
-        )
-    except BaseException:
-        remove_uncommitted(spark, snapshot.location, summary.instant)
-        raise
-    finally:
-        for key, before in saved.items():
-            if before is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, before)
+        except BaseException:
+            remove_uncommitted(spark, snapshot.location, summary.instant)
+            raise
+        finally:
+            for key, before in saved.items():
+                if before is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, before)
     summary.partitions = len(plan.changes)
     summary.rows = written_rows
     summary.files_read = len(files)

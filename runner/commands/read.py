@@ -25,9 +25,10 @@ from deltalake.exceptions import TableNotFoundError
 
 from runner.errors import UserError
 from runner.table.arrow_read import read_live
+from runner.table.directory import canonical, missing_files, walk
 from runner.table.log_replay import deletion_vectors
 from runner.table.meta import COMMIT_TIME
-from runner.table.storage import locate
+from runner.table.storage import TableLocation, locate
 
 INSTANT_DIGITS = 17  # yyyyMMddHHmmssSSS
 
@@ -59,7 +60,9 @@ def read_rows(
     except TableNotFoundError:
         raise UserError(f"no Delta table at {path}") from None
     if as_of is not None:
+        latest = table.version()
         table.load_as_version(_as_of_version(table, as_of))
+        _check_files_kept(location, table, latest)
     for name, value in (("--since", since), ("--until", until)):
         if value is not None and not _is_instant(value):
             raise UserError(
@@ -116,6 +119,39 @@ def _valid_at(
             f"{configuration['runner.cdc.sequence_by']} (the sequence its history is kept in)"
         ) from None
     return (pc.field(start) <= value) & (pc.field(end).is_null() | (pc.field(end) > value))
+
+
+def _check_files_kept(location: TableLocation, table: DeltaTable, latest: int) -> None:
+    """An older version whose files `runner clean` removed cannot be read: say so, and which
+    versions can, instead of failing on the first missing file."""
+    version = table.version()
+    gone = missing_files(location, _files_of(location, table))
+    if not gone:
+        return
+    present = {canonical(f.path) for f in walk(location)}
+    oldest_whole = None
+    for older in range(latest, version, -1):
+        table.load_as_version(older)
+        if not {canonical(p) for p in _files_of(location, table)} <= present:
+            break
+        oldest_whole = older
+    readable = (
+        f"versions {oldest_whole}..{latest} can be read"
+        if oldest_whole is not None
+        else "no later version has all its files either"
+    )
+    raise UserError(
+        f"version {version} of {location.uri} cannot be read: {len(gone)} of its files are "
+        f"gone (e.g. {gone[0]}), removed by `runner clean`, which keeps the files of the "
+        f"last target.cleaning.retain_commits versions; {readable}"
+    )
+
+
+def _files_of(location: TableLocation, table: DeltaTable) -> list[str]:
+    """The data and deletion vector files of the loaded version, table-relative."""
+    paths = [unquote(p) for p in table.get_add_actions(flatten=True).column("path").to_pylist()]
+    vectors = deletion_vectors(location, table).values()
+    return paths + [dv.relative_path for dv in vectors if dv.relative_path]
 
 
 def _is_instant(value: str) -> bool:

@@ -17,7 +17,7 @@ import structlog
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import BooleanType, StructType
+from pyspark.sql.types import BooleanType, CharType, StringType, StructType, VarcharType
 
 from runner import faults, logs, s3_connector
 from runner.commands.clean import clean_table
@@ -29,6 +29,7 @@ from runner.commands.expand import (
     table_reading_jars,
 )
 from runner.errors import CommitConflictError, UnreadableFileError, UserError
+from runner.fields import check_fields, columns_of, missing_field
 from runner.index.layout import BucketLayout
 from runner.index.naming import new_file_id, new_instant
 from runner.ops.bucket_write import (
@@ -87,6 +88,7 @@ from runner.table.config import check_table_settings, table_settings
 from runner.table.directory import check_new_table_location
 from runner.table.driver_merge import mark_candidates, write_on_driver
 from runner.table.field_merge import load_merger, merger_error_in
+from runner.table.in_flight import in_flight
 from runner.table.log_entry import NewFile, check_log_writable
 from runner.table.meta import BUCKET, META_COLUMNS, PARTITION_PATH, RESERVED_PREFIX
 from runner.table.parquet_rows import ParquetRows
@@ -170,12 +172,13 @@ class PipelineRun:
         )
         if self.preflight():
             return summary
-        while True:
-            try:
-                reached_commit = self.ingest()
-                break
-            except UnreadableFileError as bad:
-                self.skip(bad)  # or raise: the run stops with the file named
+        with in_flight(self.table, summary.instant, "run"):  # clean keeps this run's files
+            while True:
+                try:
+                    reached_commit = self.ingest()
+                    break
+                except UnreadableFileError as bad:
+                    self.skip(bad)  # or raise: the run stops with the file named
         summary.files_skipped = [
             {"source": b.source, "path": b.path, "reason": b.reason} for b in self.skipped.values()
         ]
@@ -269,7 +272,7 @@ class PipelineRun:
             read = read_input(spark, spec, self.plans)
             batch = _without_meta_columns(read.batch)
             summary.sources = {p.source.name: p.summary() for p in self.plans}
-            _check_operation_fields(batch.schema, target)
+            _check_operation_fields(batch.schema, target, columns_of(spec))
             check_feed_columns(batch.schema, target)
             check_expectations(batch, spec)
             input_columns = batch.columns
@@ -823,7 +826,9 @@ def _without_meta_columns(batch: DataFrame) -> DataFrame:
     return batch.drop(*dropped)
 
 
-def _check_operation_fields(schema: StructType, target: Target) -> None:
+def _check_operation_fields(schema: StructType, target: Target, where: str) -> None:
+    """Every field the spec names is among the batch's columns (`where` says whose they
+    are), and the ordering and delete-marker columns have types that mean what they say."""
     names = schema.fieldNames()
     reserved = [n for n in names if n.startswith(RESERVED_PREFIX)]
     if reserved:
@@ -831,26 +836,44 @@ def _check_operation_fields(schema: StructType, target: Target) -> None:
             f"input column(s) {', '.join(reserved)} use the prefix {RESERVED_PREFIX!r}, which "
             "the runner keeps for itself; rename them in the transform"
         )
-    if (
-        target.precombine_field
-        and target.operation != "delete"
-        and (target.precombine_field not in names)
-    ):
-        raise UserError(
-            f"precombine_field '{target.precombine_field}' is not in the input; "
-            f"its columns are: {', '.join(names)}"
-        )
+    check_fields(schema, target.record_key, "record key", where)
+    check_fields(schema, target.key_generator.partition_fields, "partition", where)
+    check_fields(schema, target.index.hash_fields, "index hash", where)
+    if target.precombine_field and target.operation != "delete":
+        role = "cdc.sequence_by" if target.cdc else "precombine"
+        if target.precombine_field not in names:
+            raise UserError(missing_field(role, target.precombine_field, names, where))
+        _refuse_text_order(schema, target)
     if target.delete_marker:
         if target.delete_marker not in names:
-            raise UserError(
-                f"delete_marker '{target.delete_marker}' is not in the input; "
-                f"its columns are: {', '.join(names)}"
-            )
+            raise UserError(missing_field("delete_marker", target.delete_marker, names, where))
         if not isinstance(schema[target.delete_marker].dataType, BooleanType):
             raise UserError(
                 f"delete_marker '{target.delete_marker}' must be a boolean column, not "
                 f"{schema[target.delete_marker].dataType.simpleString()}; cast it in the transform"
             )
+
+
+def _refuse_text_order(schema: StructType, target: Target) -> None:
+    """A string ordering column compares as text ('9' above '10'): a newer record would lose
+    to an older one without a word. It is used only when the spec says text order is meant."""
+    column = target.precombine_field
+    assert column is not None
+    kind = schema[column].dataType
+    if target.precombine_string_order or not isinstance(kind, StringType | CharType | VarcharType):
+        return
+    setting, rows = (
+        (f"cdc.sequence_by '{column}'", "events")
+        if target.cdc
+        else (f"precombine_field '{column}'", "records")
+    )
+    raise UserError(
+        f"{setting} is a {kind.simpleString()} column, so {rows} would be ordered as text "
+        f"('9' above '10'); nothing was written. Declare its type: in the source's schema "
+        f"(`{column} long`, `{column} timestamp`, ...) or with CAST({column} AS BIGINT) AS "
+        f"{column} in transform.sql; or set target.precombine_string_order: true if text "
+        "order is meant"
+    )
 
 
 def _plan_schema(batch: DataFrame, target: Target, snapshot: TableSnapshot | None) -> SchemaPlan:

@@ -65,6 +65,8 @@ class ManifestProblem:
     message: str
 
     def __str__(self) -> str:
+        if not self.document:  # the file as a whole: unreadable, not YAML, empty
+            return f"{self.file}: {self.message}"
         where = f"{self.file}: document {self.document} ({self.object})"
         return (
             f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
@@ -141,8 +143,13 @@ def _messages(err: jsonschema.ValidationError) -> list[tuple[str, str]]:
 def check_document(doc: Any, file: str, number: int) -> tuple[str, list[ManifestProblem]] | None:
     """Problems of one document, or None when no schema here covers its kind."""
     if not isinstance(doc, dict) or "kind" not in doc or "apiVersion" not in doc:
-        problem = ManifestProblem(file, number, "?", "", "not a Kubernetes object")
-        return "?", [problem]
+        message = "not a Kubernetes object (a mapping with apiVersion and kind)"
+        if isinstance(doc, dict) and "sources" in doc and "target" in doc:
+            message = (
+                "a pipeline spec, not a manifest: check it with `runner validate`, or render "
+                "it first (`runner render SPEC --image IMAGE`)"
+            )
+        return "?", [ManifestProblem(file, number, "?", "", message)]
     kind, api = doc["kind"], doc["apiVersion"]
     name = (doc.get("metadata") or {}).get("name", "?")
     shown = f"{kind}/{name}"
@@ -173,6 +180,9 @@ def check_file(path: str | Path) -> FileReport:
     except yaml.YAMLError as exc:
         problem = ManifestProblem(file, 0, "?", "", f"not valid YAML: {exc}")
         return FileReport(file, [], [], [problem])
+    if all(doc is None for doc in docs):
+        message = "nothing to check: the file holds no YAML document (it is empty or only comments)"
+        return FileReport(file, [], [], [ManifestProblem(file, 0, "?", "", message)])
     checked: list[str] = []
     skipped: list[str] = []
     problems: list[ManifestProblem] = []

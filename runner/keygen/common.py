@@ -56,7 +56,11 @@ def simple_record_key(name: str) -> tuple[Column, Column]:
 
 
 def complex_record_key(names: tuple[str, ...]) -> tuple[Column, Column]:
-    """List encoding `f1:v1,f2:v2`; null/empty parts become placeholders; all-empty is an error."""
+    """List encoding `f1:v1,f2:v2`; null/empty parts become placeholders; all-empty is an error.
+
+    The encoding is Hudi's, and it is ambiguous: `a="x,b:1", b="2"` and `a="x", b="1,b:2"`
+    both render `a:x,b:1,b:2`, and a value `__null__` renders as a null does. Such a value
+    is a key error (quarantined or failing the run), never a silently shared key."""
     parts = []
     for name in names:
         value = field_string(name)
@@ -68,15 +72,47 @@ def complex_record_key(names: tuple[str, ...]) -> tuple[Column, Column]:
         parts.append(F.concat(F.lit(f"{name}:"), encoded))
     key = F.concat_ws(",", *parts)
     all_bad = reduce(lambda a, b: a & b, [is_null_or_empty(field_string(n)) for n in names])
-    error = F.when(
-        all_bad,
-        F.concat(
-            F.lit('recordKey values: "'),
-            key,
-            F.lit(f'" for fields: [{", ".join(names)}] cannot be entirely null or empty.'),
+    error = F.coalesce(
+        F.when(
+            all_bad,
+            F.concat(
+                F.lit('recordKey values: "'),
+                key,
+                F.lit(f'" for fields: [{", ".join(names)}] cannot be entirely null or empty.'),
+            ),
         ),
+        *[_ambiguous_part(name, names) for name in names],
     )
-    return F.when(~all_bad, key), error
+    return F.when(error.isNull(), key), error
+
+
+def _ambiguous_part(name: str, names: tuple[str, ...]) -> Column:
+    """The reason a field's value would make the composite key ambiguous, else null: it
+    holds the separator before a later field (`,f2:`), or equals a placeholder."""
+    value = field_string(name)
+    reasons = [
+        F.when(
+            value.contains(separator),
+            F.lit(
+                f'recordKey value of field "{name}" holds "{separator}", the separator of '
+                "the composite key encoding, so another record could render the same key; "
+                "replace it in the transform or key on other fields."
+            ),
+        )
+        for separator in (f",{later}:" for later in names[1:])
+    ]
+    reasons += [
+        F.when(
+            value == F.lit(placeholder),
+            F.lit(
+                f'recordKey value of field "{name}" is "{placeholder}", the placeholder of '
+                f"{meaning} value, so it would share its key with one; replace it in the "
+                "transform."
+            ),
+        )
+        for placeholder, meaning in ((NULL_PLACEHOLDER, "a null"), (EMPTY_PLACEHOLDER, "an empty"))
+    ]
+    return F.coalesce(*reasons)
 
 
 def partition_part(name: str, hive_style: bool, url_encode: bool) -> Column:

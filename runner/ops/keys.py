@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from runner.fields import check_fields
@@ -10,12 +10,15 @@ from runner.index.bucket import layout_bucket_column
 from runner.index.layout import BucketLayout
 from runner.keygen import build_key_generator
 from runner.spec.model import Target
+from runner.table.directory import DELTA_LOG, RESERVED
 from runner.table.meta import BUCKET, PARTITION_PATH, RECORD_KEY
 
 KEY_ERROR = "__runner_key_error"
 
-# A partition path must stay inside the table directory.
-_ESCAPING_PATH_RE = r"(^/)|(^|/)\.\.?(/|$)"
+MAX_NAME_BYTES = 255  # one directory name, on the usual file systems (ext4, xfs)
+_SUSPICIOUS_PATH_RE = (
+    rf"^/|//|/$|(^|/)\.{{1,2}}(/|$)|(^|/){DELTA_LOG}(/|$)|^({'|'.join(RESERVED)})(/|$)|\x00"
+)
 
 
 def add_key_columns(df: DataFrame, target: Target, layout: BucketLayout | None = None) -> DataFrame:
@@ -29,18 +32,7 @@ def add_key_columns(df: DataFrame, target: Target, layout: BucketLayout | None =
     check_fields(df.schema, generator.input_fields(), "key generator")
     check_fields(df.schema, target.index.hash_fields, "index hash")
     cols = generator.columns(df.schema)
-    escaping = cols.partition_path.rlike(_ESCAPING_PATH_RE)
-    error = F.coalesce(
-        cols.error,
-        F.when(
-            escaping,
-            F.concat(
-                F.lit("partition path '"),
-                cols.partition_path,
-                F.lit("' leaves the table directory; set key_generator.url_encode: true"),
-            ),
-        ),
-    )
+    error = F.coalesce(cols.error, unsafe_partition_path(cols.partition_path))
     layout = layout or BucketLayout(target.index.buckets)
     bucket = layout_bucket_column(
         target.index.hash_fields, layout.partitions, layout.default, cols.partition_path
@@ -54,3 +46,46 @@ def add_key_columns(df: DataFrame, target: Target, layout: BucketLayout | None =
             BUCKET: F.when(keyed, bucket),
         }
     )
+
+
+def unsafe_partition_path(path: Column) -> Column:
+    """Why a partition path cannot be a directory of the table, else null.
+
+    A path that a file system or an object store would spell another way (`a//b`, `a/b/`),
+    that leaves the table (`..`, `/a`), that lands in its log or the runner's own
+    directories, or that no file system can hold (a NUL, a name over 255 bytes) never
+    reaches a file name: the record is refused with the reason. Every path the log holds is
+    then the one a listing of the directory gives back, which `runner clean` relies on.
+    """
+    # One regular expression (as cheap as the check of `..` alone was) picks the few paths
+    # worth a closer look; only those are split into names.
+    suspicious = path.rlike(_SUSPICIOUS_PATH_RE) | (F.octet_length(path) > MAX_NAME_BYTES)
+    segments = F.split(path, "/")
+    escape = "set key_generator.url_encode: true to escape '/' in values"
+    rename = "change the value in the transform or set key_generator.hive_style_partitioning"
+    rules = [
+        (path.startswith("/"), f"starts with '/', which leaves the table directory; {escape}"),
+        (
+            path.contains("//") | path.endswith("/"),
+            f"has an empty directory name (a value starts or ends with '/'); {escape}",
+        ),
+        (
+            F.exists(segments, lambda s: s.isin(".", "..")),
+            f"has a '.' or '..' directory, which leaves the table directory; {rename}",
+        ),
+        (
+            F.exists(segments, lambda s: s == F.lit(DELTA_LOG)) | segments[0].isin(*RESERVED),
+            f"names a directory the table reserves ({DELTA_LOG}, or {', '.join(RESERVED)} "
+            f"at its root); {rename}",
+        ),
+        (path.contains("\x00"), f"holds a NUL character; {escape}"),
+        (
+            F.exists(segments, lambda s: F.octet_length(s) > MAX_NAME_BYTES),
+            f"has a directory name over {MAX_NAME_BYTES} bytes, more than a file system "
+            "takes; shorten the value in the transform",
+        ),
+    ]
+    reason = F.when(rules[0][0], F.lit(rules[0][1]))
+    for broken, why in rules[1:]:
+        reason = reason.when(broken, F.lit(why))
+    return F.when(suspicious, F.concat(F.lit("partition path '"), path, F.lit("' "), reason))

@@ -25,7 +25,6 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from runner.errors import UnreadableFileError
 from runner.spec.model import Source
-from runner.spec.secrets import resolve
 from runner.table.storage import local_path
 
 TEXT_FORMATS = ("csv", "json")
@@ -159,8 +158,7 @@ def _source_of(path: str, sources: Sequence[Source]) -> Source | None:
     for source in sources:
         if source.format in ("delta", "jdbc"):
             continue
-        uri = resolve(source.path, where=f"source '{source.name}'")
-        root = (local_path(uri) or uri).rstrip("/")
+        root = (local_path(source.path) or source.path).rstrip("/")
         if path == root or path.startswith(root + "/"):
             return source
     return None

@@ -31,6 +31,7 @@ from runner.sources.listing import FileCheckpoint, list_new_files
 from runner.sources.model import SourcePlan
 from runner.spec.model import PipelineSpec, Source
 from runner.spec.secrets import resolve
+from runner.spec.transform import not_a_query, statement_kind
 from runner.table.meta import COMMIT_TIME
 from runner.table.reader import drop_deleted_rows, listed_on_driver
 from runner.table.storage import S3_SCHEMES, TableLocation, locate, scheme
@@ -44,10 +45,8 @@ def sources_on_s3(spec: PipelineSpec) -> tuple[str, TableLocation] | None:
     for source in spec.sources:
         if source.format not in (*FILE_FORMATS, "delta") or not source.path:
             continue
-        where = f"source '{source.name}'"
-        path = resolve(source.path, where=where)
-        if scheme(path) in S3_SCHEMES:
-            return f"{where} ({source.path})", locate(path)
+        if scheme(source.path) in S3_SCHEMES:
+            return f"source '{source.name}' ({source.path})", locate(source.path)
     return None
 
 
@@ -70,7 +69,7 @@ def _plan(source: Source, since: Any, skip: frozenset[str]) -> SourcePlan:
     mode = source.incremental.mode if source.incremental else None
     if source.format in FILE_FORMATS and mode == "new_files":
         start = FileCheckpoint.from_json(since, where)
-        found = list_new_files(resolve(source.path, where=where), start)
+        found = list_new_files(source.path, start)
         return SourcePlan(
             source,
             since=start.to_json() if start else None,
@@ -83,14 +82,12 @@ def _plan(source: Source, since: Any, skip: frozenset[str]) -> SourcePlan:
         )
     if source.format in FILE_FORMATS and skip:
         # Spark lists the path itself, unless some of its files must be left out
-        found = list_new_files(resolve(source.path, where=where), None)
+        found = list_new_files(source.path, None)
         kept = tuple(p for p in found.paths if p not in skip)
         if len(kept) < len(found.paths):
             return SourcePlan(source, since=since, paths=kept, base_path=found.root)
     if source.format == "delta":
-        read = plan_delta_read(
-            resolve(source.path, where=where), since, bool(source.incremental), where
-        )
+        read = plan_delta_read(source.path, since, bool(source.incremental), where)
         nothing = bool(source.incremental) and read.instants is not None and not read.instants
         until = None
         if source.incremental:
@@ -140,10 +137,69 @@ def read_input(spark: SparkSession, spec: PipelineSpec, plans: list[SourcePlan])
         frame.createOrReplaceTempView(plan.source.name)
     if not spec.transform_sql:
         return Input(next(iter(frames.values())), malformed)
+    refuse_statements(spark, spec.transform_sql, spec.file)
     try:
-        return Input(spark.sql(spec.transform_sql), malformed)
+        batch = spark.sql(spec.transform_sql)
     except (AnalysisException, ParseException) as exc:
         raise UserError(f"transform.sql in {spec.file}: {_first_line(exc)}") from exc
+    _refuse_repeated_columns(batch.columns, spec.file)
+    return Input(batch, malformed)
+
+
+def _refuse_repeated_columns(columns: list[str], spec_file: str) -> None:
+    """A column name given twice (`SELECT id, * ...`) cannot be stored, nor read back as one
+    column; Spark and Delta match names regardless of case, so neither is `id` beside `ID`."""
+    spellings: dict[str, list[str]] = {}
+    for name in columns:
+        spellings.setdefault(name.lower(), []).append(name)
+    repeated = [names for names in spellings.values() if len(names) > 1]
+    if repeated:
+        shown = ", ".join(_repeats(names) for names in repeated)
+        raise UserError(
+            f"transform.sql in {spec_file} gives the same column name more than once: "
+            f"{shown}; alias them so that each column has its own name "
+            "(`SELECT s.*, o.id AS order_id ...`), or select each column once (names that "
+            "differ only in case are one name to Spark and Delta)"
+        )
+
+
+def _repeats(names: list[str]) -> str:
+    if len(set(names)) > 1:
+        return " and ".join(f"'{n}'" for n in names)
+    return f"'{names[0]}' " + ("twice" if len(names) == 2 else f"{len(names)} times")
+
+
+def refuse_statements(spark: SparkSession, sql: str, spec_file: str) -> None:
+    """Raise UserError unless Spark's parser reads `sql` as one query (trailing ';' allowed).
+
+    `spark.sql()` runs a command (INSERT OVERWRITE DIRECTORY, CREATE TABLE, SET, ...) as
+    soon as it is given one, so the text is parsed first, which runs nothing: with the
+    grammar's query rule, else as any statement, to tell a statement from a syntax error.
+    """
+    parser = spark._jsparkSession.sessionState().sqlParser()
+    try:
+        parser.parseQuery(sql)
+        return
+    except AnalysisException:  # ParseException: not a query, or no statement at all
+        pass
+    try:
+        plan = parser.parsePlan(sql)
+    except AnalysisException as exc:
+        raise UserError(f"transform.sql in {spec_file}: {_first_line(exc)}") from exc
+    # one statement, maybe followed by ';' (which the query rule does not take): a query
+    # when the text before one of its ';' is (a ';' in a literal or comment cuts nothing)
+    for cut in reversed([i for i, c in enumerate(sql) if c == ";"]):
+        try:
+            parser.parseQuery(sql[:cut])
+            return
+        except AnalysisException:
+            continue
+    while plan.nodeName() == "UnresolvedWith":  # WITH ... INSERT: the statement after it
+        plan = plan.child()
+    start = plan.origin().startIndex()  # where Spark read the statement to begin
+    at = int(start.get()) if start.isDefined() else 0
+    kind = statement_kind(sql[at:]) or statement_kind(sql) or str(plan.nodeName())
+    raise UserError(f"transform.sql in {spec_file} {not_a_query(kind)}; nothing of it was run")
 
 
 def read_source(spark: SparkSession, plan: SourcePlan) -> DataFrame:
@@ -180,7 +236,7 @@ def read_source(spark: SparkSession, plan: SourcePlan) -> DataFrame:
 
 def _load(spark: SparkSession, reader: DataFrameReader, plan: SourcePlan) -> DataFrame:
     source = plan.source
-    path = resolve(source.path, where=plan.where)
+    path = source.path
     try:
         if plan.paths is None:
             return reader.load(path)
@@ -221,13 +277,13 @@ def _read_delta(spark: SparkSession, plan: SourcePlan) -> DataFrame:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     if not plan.paths:
-        table = open_source_table(resolve(plan.source.path, where=plan.where), plan.where)
+        table = open_source_table(plan.source.path, plan.where)
         return spark.createDataFrame([], from_arrow_schema(pa.schema(table.schema().to_arrow())))
     paths = [spark_path(p) for p in plan.paths]
     with listed_on_driver(spark, paths):
         frame = spark.read.parquet(*paths)
     if plan.deletion_vectors:  # a MERGE_ON_READ table: rows its deletion vectors delete go
-        where = resolve(plan.source.path, where=plan.where)
+        where = plan.source.path
         frame = drop_deleted_rows(spark, frame, locate(where), plan.deletion_vectors)
     if plan.instants is not None:
         frame = frame.where(F.col(COMMIT_TIME).isin(list(plan.instants)))

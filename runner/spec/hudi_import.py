@@ -232,18 +232,30 @@ def import_streamer(
     out.mapped.append((f"--source-class {source_class.rsplit('.', 1)[1]}", "sources[0].format"))
     # Hudi's DFS sources read the files newer than their checkpoint: new_files
     out.mapped.append((root[0], "sources[0].path, incremental: new_files"))
+    schema_file = streamer("schemaprovider.source.schema.file")
+    typed = bool(schema_file) or "--schemaprovider-class" in flags
     if fmt == "csv":
         options = {}
         for key in sorted(props):
             for prefix in ("hoodie.deltastreamer.csv.", "hoodie.streamer.csv."):
                 if key.startswith(prefix):
                     used.add(key)
-                    options[key[len(prefix) :]] = props[key]
-                    out.mapped.append((key, f"sources[0].options.{key[len(prefix) :]}"))
+                    option = key[len(prefix) :]
+                    if option == "inferSchema":
+                        out.skipped.append((key, "CsvDFSSource sets inferSchema itself"))
+                        continue
+                    options[option] = props[key]
+                    out.mapped.append((key, f"sources[0].options.{option}"))
+        if not typed:
+            # CsvDFSSource infers the column types without a schema provider; Spark's csv
+            # reader alone reads every column as a string (a string ordering field then)
+            options["inferSchema"] = "true"
+            out.mapped.append(
+                ("CsvDFSSource without a schema provider", "sources[0].options.inferSchema")
+            )
         if options:
             source["options"] = options
-    schema_file = streamer("schemaprovider.source.schema.file")
-    if schema_file or "--schemaprovider-class" in flags:
+    if typed:
         out.skipped.append(
             (
                 schema_file[0] if schema_file else "--schemaprovider-class",
@@ -285,7 +297,13 @@ def import_streamer(
     ordering = setting(["--source-ordering-fields", "--source-ordering-field"], *ORDERING_PROPS)
     if ordering:
         target["precombine_field"] = ordering_field(ordering)
-        out.mapped.append((ordering[0], "target.precombine_field"))
+        out.mapped.append(
+            (
+                ordering[0],
+                "target.precombine_field (a string column is refused by a run until its type "
+                "is declared, or target.precombine_string_order: true says text order is meant)",
+            )
+        )
     target["merge_mode"] = merge_mode(setting, out, has_ordering=bool(ordering))
     if flags.get("--filter-dupes") == "true":
         if target["operation"] == "upsert":

@@ -6,6 +6,7 @@ fixes a spec in one pass. Nothing here imports pyspark: `runner validate` starts
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 import os
@@ -20,6 +21,7 @@ import jsonschema
 import yaml
 
 from runner.errors import InvalidSpecError, SpecProblem
+from runner.spec.ddl import ddl_columns
 from runner.spec.hudi_merge import PropertySettings, from_properties
 from runner.spec.keygen_settings import field_list, resolve_key_generator
 from runner.spec.model import (
@@ -44,7 +46,14 @@ from runner.spec.model import (
     SparkSettings,
     Target,
 )
-from runner.spec.secrets import malformed_refs
+from runner.spec.secrets import (
+    env_names,
+    has_url_password,
+    malformed_refs,
+    only_references,
+    resolve,
+)
+from runner.spec.transform import transform_problem
 
 Path_ = tuple[str | int, ...]
 
@@ -220,6 +229,9 @@ def _semantic_problems(doc: _Located, file: str) -> list[SpecProblem]:
             problem(("sources", i, *field), message)
     if len(data["sources"]) > 1 and "transform" not in data:
         problem(("sources",), "several sources need a transform.sql that combines them")
+    not_a_query = transform_problem(data["transform"]["sql"]) if "transform" in data else None
+    if not_a_query:
+        problem(("transform", "sql"), not_a_query)
 
     target = data["target"]
     keygen = resolve_key_generator(
@@ -258,6 +270,11 @@ def _semantic_problems(doc: _Located, file: str) -> list[SpecProblem]:
             ("target", "precombine_field"),
             "upsert with merge_mode event_time needs a precombine_field to order records; "
             "set one, or set merge_mode: commit_time (the latest write wins)",
+        )
+    if "precombine_string_order" in target and precombine_field is None:
+        problem(
+            ("target", "precombine_string_order"),
+            "applies to a precombine_field (or cdc.sequence_by), and there is none",
         )
     if merge_mode in FIELD_MERGE_MODES and operation != "upsert":
         problem(
@@ -362,8 +379,8 @@ def _strings_with_paths(value: Any, path: Path_) -> Iterator[tuple[Path_, str]]:
 
 
 def _resolve(path: str, base: Path) -> str:
-    # A path that starts with ${env:NAME} is made whole at run time: it must give a URI or
-    # an absolute path there.
+    # ${env:NAME} references are resolved before (_with_paths_resolved); a path that still
+    # starts with one is kept as written, for `runner render` (the pods resolve it).
     if "://" in path or path.startswith("${env:"):
         return path
     return str((base / os.path.expanduser(path)).resolve())
@@ -407,6 +424,7 @@ def _build(data: dict[str, Any], file: Path) -> PipelineSpec:
         target=Target(
             path=_resolve(target["path"], base),
             precombine_field=precombine_field,
+            **_given(target, "precombine_string_order"),
             merge_mode=merge_mode,
             merger=_merger(target.get("merger"), base),
             delete_marker=target.get("delete_marker"),
@@ -570,8 +588,183 @@ def _conf_str(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def check_spec_file(path: str | Path) -> tuple[PipelineSpec | None, list[SpecProblem]]:
-    """Validate one spec file; returns the model (None when invalid) and every problem."""
+def _path_fields(data: dict[str, Any]) -> Iterator[Path_]:
+    """The fields that hold a path, made absolute against the spec's directory on loading."""
+    for i, src in enumerate(data["sources"]):
+        if "path" in src:
+            yield ("sources", i, "path")
+        if "jar" in src.get("jdbc", {}):
+            yield ("sources", i, "jdbc", "jar")
+    yield ("target", "path")
+    if "quarantine" in data["target"]:
+        yield ("target", "quarantine", "path")
+
+
+def _unset_path_variables(doc: _Located, file: str) -> list[SpecProblem]:
+    """A path field's `${env:NAME}` whose variable is unset or empty: the path cannot be
+    made whole."""
+    problems = []
+    for at in _path_fields(doc.data):
+        for name in env_names(_value_at(doc.data, at)):
+            value = os.environ.get(name)
+            if value:
+                continue
+            state = "is not set; export" if value is None else "is empty; give a value to"
+            line, col = doc.mark(at)
+            problems.append(
+                SpecProblem(
+                    file,
+                    line,
+                    col,
+                    dotted(at),
+                    f"environment variable {name} {state} it (a path is resolved when the "
+                    f"spec is loaded; on Kubernetes: key {name} of the Secret "
+                    "kubernetes.secret)",
+                )
+            )
+    return problems
+
+
+def _with_paths_resolved(data: dict[str, Any]) -> dict[str, Any]:
+    """data with the `${env:NAME}` references of its path fields replaced by their values
+    (registered, so that every output shows the reference again: secrets.scrub)."""
+    resolved = copy.deepcopy(data)
+    for at in _path_fields(resolved):
+        parent = _value_at(resolved, at[:-1])
+        parent[at[-1]] = resolve(parent[at[-1]], where=dotted(at))
+    return resolved
+
+
+def _value_at(data: Any, path: Path_) -> Any:
+    for part in path:
+        if isinstance(data, dict) and isinstance(part, str):
+            data = data.get(part)
+        elif isinstance(data, list) and isinstance(part, int) and part < len(data):
+            data = data[part]
+        else:
+            return None
+    return data
+
+
+_PASSWORD_KEYS = ("password", "passwd", "pwd")
+
+
+def _password_problems(doc: _Located, file: str) -> list[SpecProblem]:
+    """Passwords written out in the spec, in a password field or inside a URL: a spec is
+    kept in git and in a ConfigMap, and its values show in logs and errors."""
+    data = doc.data
+    found: list[tuple[Path_, str]] = []
+    for i, src in enumerate(data["sources"]):
+        secrets = [(("jdbc", "password"), src.get("jdbc", {}).get("password"))]
+        secrets += [(("options", k), v) for k, v in src.get("options", {}).items()]
+        for field, value in secrets:
+            if field[-1].lower() not in _PASSWORD_KEYS or value is None:
+                continue
+            if not isinstance(value, str) or not only_references(value):
+                found.append(
+                    (
+                        ("sources", i, *field),
+                        "a password must not be written in the spec; export it as an "
+                        "environment variable and write ${env:NAME} here (on Kubernetes: "
+                        "key NAME of the Secret kubernetes.secret)",
+                    )
+                )
+    for where, text in _strings_with_paths(data, ()):
+        if has_url_password(text):
+            found.append(
+                (
+                    where,
+                    "the URL holds a password written out; export it as an environment "
+                    "variable and write ${env:NAME} in its place (for JDBC, better: drop it "
+                    "from the url and set jdbc.password: ${env:NAME})",
+                )
+            )
+    problems = []
+    for at, message in found:
+        line, col = doc.mark(at)
+        problems.append(SpecProblem(file, line, col, dotted(at), message))
+    return problems
+
+
+def _column_problems(doc: _Located, file: str) -> list[SpecProblem]:
+    """Fields the target names that are not columns of the batch, when its columns are
+    known before Spark starts: no transform, so one source, and that source declares its
+    schema. A nested field a.b is checked by its column a; names match case included, as
+    the run's checks (runner/fields.py) match them."""
+    data = doc.data
+    sources = data["sources"]
+    if "transform" in data or len(sources) != 1:
+        return []
+    source = sources[0]
+    if source["format"] not in _FILE_FORMATS or "schema" not in source:
+        return []
+    columns = ddl_columns(source["schema"])
+    if columns is None:  # Spark reports the schema at run time
+        return []
+    problems: dict[tuple[Path_, str], SpecProblem] = {}  # a name given twice, said once
+    for role, name, roots in _named_columns(data["target"]):
+        column = name.split(".")[0]
+        if column in columns:
+            continue
+        at = _where_named(data, roots, name)
+        line, col = doc.mark(at)
+        message = (
+            f"{role} '{name}' is not a column of source '{source['name']}'"
+            f"{_column_hint(column, columns)}; its schema declares {', '.join(columns)}: "
+            "fix the name, or the schema in sources[0].schema"
+        )
+        problems.setdefault((at, name), SpecProblem(file, line, col, dotted(at), message))
+    return list(problems.values())
+
+
+def _named_columns(target: dict[str, Any]) -> Iterator[tuple[str, str, tuple[Path_, ...]]]:
+    """(role, field name, where the spec may give it) for every input field the target
+    reads; the run checks the same ones (ops/keys.py, commands/run.py, ops/change_feed.py)."""
+    t: Path_ = ("target",)
+    keygen = resolve_key_generator(target, lambda path, message: None)
+    if keygen is not None:
+        props: Path_ = (*t, "key_generator", "properties")
+        for name in keygen.record_key:
+            yield "record key field", name, ((*t, "record_key"), props)
+        for name in keygen.partition_fields:
+            yield "partition field", name, ((*t, "key_generator", "partition_fields"), props)
+    for name in field_list(target["index"].get("hash_fields")):
+        yield "index hash field", name, ((*t, "index", "hash_fields"),)
+    operation = target.get("operation", _default(Target, "operation"))
+    _, precombine = _merge_settings(target, from_properties(target.get("properties", {})))
+    if precombine and operation != "delete" and "cdc" not in target:
+        yield "precombine field", precombine, ((*t, "precombine_field"), (*t, "properties"))
+    if "delete_marker" in target:
+        yield "delete marker", target["delete_marker"], ((*t, "delete_marker"),)
+    for key in ("sequence_by", "operation_column"):
+        if key in target.get("cdc", {}):
+            yield f"cdc.{key}", target["cdc"][key], ((*t, "cdc", key),)
+
+
+def _where_named(data: dict[str, Any], roots: tuple[Path_, ...], name: str) -> Path_:
+    """The first string under roots that lists name (as `name` or CUSTOM's `name:TYPE`)."""
+    for root in roots:
+        for at, text in _strings_with_paths(_value_at(data, root), root):
+            if name in (part.split(":")[0].strip() for part in text.split(",")):
+                return at
+    return roots[0]
+
+
+def _column_hint(column: str, columns: tuple[str, ...]) -> str:
+    same = [c for c in columns if c.lower() == column.lower()]
+    if same:
+        return f" (did you mean '{same[0]}'? names match case included)"
+    return _nearest(column, list(columns))
+
+
+def check_spec_file(
+    path: str | Path, resolve_paths: bool = True
+) -> tuple[PipelineSpec | None, list[SpecProblem]]:
+    """Validate one spec file; returns the model (None when invalid) and every problem.
+
+    With resolve_paths, the `${env:NAME}` references of path fields are resolved from the
+    environment (an unset one is a problem); without, paths keep them as written.
+    """
     file = Path(path)
     shown = str(path)
     try:
@@ -586,14 +779,19 @@ def check_spec_file(path: str | Path) -> tuple[PipelineSpec | None, list[SpecPro
     problems += _schema_problems(doc, shown)
     if not problems:
         problems += _semantic_problems(doc, shown)
+        problems += _password_problems(doc, shown)
+        problems += _column_problems(doc, shown)
+        if resolve_paths:
+            problems += _unset_path_variables(doc, shown)
     if problems:
         return None, sorted(problems, key=lambda p: (p.line, p.column))
-    return _build(doc.data, file.resolve()), []
+    data = _with_paths_resolved(doc.data) if resolve_paths else doc.data
+    return _build(data, file.resolve()), []
 
 
-def load_spec(path: str | Path) -> PipelineSpec:
+def load_spec(path: str | Path, resolve_paths: bool = True) -> PipelineSpec:
     """Load and validate a spec file, or raise InvalidSpecError listing every problem."""
-    spec, problems = check_spec_file(path)
+    spec, problems = check_spec_file(path, resolve_paths)
     if problems:
         raise InvalidSpecError(problems)
     assert spec is not None

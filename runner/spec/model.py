@@ -206,6 +206,7 @@ class Target:
     operation: Operation = "upsert"
     table_type: TableType = "COPY_ON_WRITE"
     precombine_field: str | None = None
+    precombine_string_order: bool = False  # a string precombine column orders as text
     merge_mode: MergeMode = "event_time"
     merger: MergerSpec | None = None  # merge_mode custom
     delete_marker: str | None = None

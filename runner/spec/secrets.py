@@ -1,8 +1,12 @@
-"""`${env:NAME}` references in a spec: resolved at the point of use, never stored resolved.
+"""`${env:NAME}` references in a spec: resolved where they are needed, never shown resolved.
 
-The spec model keeps the references as written, so anything that prints, logs or renders
-the spec (summaries, `runner render`) shows `${env:NAME}`, never the value. Code that needs
-the value (a JDBC connection, storage credentials) calls `resolve` right before using it.
+The spec model keeps the references as written, so anything that renders the spec
+(`runner render`) shows `${env:NAME}`, never the value. Code that needs the value (a JDBC
+connection, storage credentials) calls `resolve` right before using it. Paths are the
+exception: the loader resolves them, since a path is made absolute against the spec's
+directory. Every value `resolve` hands out is registered, and `scrub` puts its reference
+back into any text on its way out (logs, errors, summaries); `scrub` also hides a password
+written inside a URL (`?password=...`, `user:password@host`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,18 @@ from runner.errors import UserError
 ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 # Anything that looks like a reference but is not one: `${env:}`, `${env:1X}`, `${ENV:X}`.
 _LOOKS_LIKE_REF = re.compile(r"\$\{\s*env\s*:[^}]*\}", re.IGNORECASE)
+# A password inside a URL: a parameter (`?password=`, `&pwd=`, JDBC's `;passwd=`), any case,
+# or the userinfo of `scheme://user:password@host`. Group 1 leads up to the password, group 2
+# is the password: a reference that ends where the URL does, or whatever comes up to the next
+# parameter, space or quote.
+_URL_PASSWORDS = (
+    re.compile(
+        r"(?i)([?&;]\s*(?:password|passwd|pwd)\s*=)"
+        r"(\$\{env:[A-Za-z_][A-Za-z0-9_]*\}(?=[&;\s'\"),:]|$)|[^&;\s'\"]*)"
+    ),
+    re.compile(r"(://[^/@\s:'\"]*:)([^\s/'\"]+)(?=@)"),
+)
+HIDDEN = "***"  # what `scrub` shows instead of a password written in a URL
 
 
 # Values resolved in this process, by value: `scrub` puts their references back into any
@@ -65,11 +81,39 @@ def resolve(value: Any, environ: Mapping[str, str] | None = None, where: str = "
 
 
 def scrub(text: str) -> str:
-    """text with every value `resolve` handed out replaced by its `${env:NAME}` reference."""
+    """text with every value `resolve` handed out replaced by its `${env:NAME}` reference,
+    and every password written in a URL replaced by ***."""
     for secret in sorted(_RESOLVED, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, f"${{env:{_RESOLVED[secret]}}}")
+    for pattern in _URL_PASSWORDS:
+        text = pattern.sub(_hide_password, text)
     return text
+
+
+def scrub_values(value: Any) -> Any:
+    """value (strings, lists, mappings) with every string scrubbed; numbers stay numbers,
+    so that JSON made of it stays valid."""
+    return _map_strings(value, scrub)
+
+
+def only_references(value: str) -> bool:
+    """value holds nothing but `${env:NAME}` references: the form a secret takes in a spec."""
+    return not ENV_REF.sub("", value).strip()
+
+
+def has_url_password(text: str) -> bool:
+    """text holds a URL with a password written out (not as `${env:NAME}`)."""
+    return any(
+        not only_references(m.group(2))
+        for pattern in _URL_PASSWORDS
+        for m in pattern.finditer(text)
+    )
+
+
+def _hide_password(match: re.Match[str]) -> str:
+    password = match.group(2)
+    return match.group(1) + (password if only_references(password) else HIDDEN)
 
 
 def _strings(value: Any) -> Iterator[str]:

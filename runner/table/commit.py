@@ -27,6 +27,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
 from runner.errors import CommitConflictError
+from runner.table.directory import require_files
 from runner.table.log_entry import (
     CHECKPOINT_INTERVAL,
     NewDeletionVector,
@@ -125,6 +126,8 @@ def commit_files(
     deletion vector meanwhile, its bucket clashes too (no delete is lost).
     """
     read = [*removed, *(d.file for d in deletion_vectors)]
+    new_dvs = [d.deletion_vector.relative_path for d in deletion_vectors]
+    require_files(snapshot.location, [*(f.path for f in added), *filter(None, new_dvs)], "run")
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         try:
             if snapshot.has_deletion_vectors:

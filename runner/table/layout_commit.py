@@ -17,6 +17,7 @@ from typing import Any
 import structlog
 
 from runner.errors import CommitConflictError
+from runner.table.directory import require_files
 from runner.table.log_entry import (
     NewFile,
     add_action,
@@ -52,6 +53,7 @@ def commit_relayout(
     writer changed neither the table's metadata nor any file of `partitions`.
     """
     read_files = {(f.path, f.deletion_vector) for f in removed}
+    require_files(snapshot.location, [f.path for f in added], "expansion")
     while True:
         version = snapshot.version + 1
         if publish(

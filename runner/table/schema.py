@@ -36,6 +36,15 @@ def _nullable(field: pa.Field) -> pa.Field:
     return field.with_nullable(True)
 
 
+def _renamed(name: str, incoming: dict[str, pa.Field]) -> str:
+    """A pointer to the input column whose name differs from the table's only in case (a
+    source that changed `Amount` to `amount`), or nothing."""
+    other = next((n for n in incoming if n.lower() == name.lower()), None)
+    if other is None:
+        return ""
+    return f" (did you mean '{other}'? names differ only in case: select {other} AS {name})"
+
+
 def plan_schema(incoming: pa.Schema, table: pa.Schema | None, table_path: str) -> SchemaPlan:
     """Decide the file schema of this write from the input's data columns and the table's."""
     data = [_nullable(f) for f in incoming if f.name not in META_COLUMNS]
@@ -45,7 +54,7 @@ def plan_schema(incoming: pa.Schema, table: pa.Schema | None, table_path: str) -
     by_name = {f.name: f for f in data}
     missing = [f for f in stored if f.name not in by_name]
     if missing:
-        cols = ", ".join(f"{f.name} ({_delta_type(f)})" for f in missing)
+        cols = ", ".join(f"{f.name} ({_delta_type(f)}){_renamed(f.name, by_name)}" for f in missing)
         raise SchemaChangeError(
             f"the input lacks column(s) the table at {table_path} has: {cols}. Dropping a "
             "column is not supported; select it in the transform (NULL AS name, cast to its type)"

@@ -148,9 +148,10 @@ CASES = {
                 "id long, city string, v string",
             ),
             w / "table",
+            precombine_string_order=True,  # text order is meant: the type change is refused
         ),
         2,
-        "v",
+        'v: table "long", input "string"',
     ),
     "non_delta_target": (
         lambda w: _spec(
@@ -165,6 +166,132 @@ CASES = {
         ),
         2,
         "not written by runner",
+    ),
+    "env_in_target_path_unset": (
+        lambda w: _spec(
+            _json_source(
+                w / "cases" / "env_in_target_path_unset" / "in",
+                ['{"id": 9, "city": "a", "v": 9}'],
+                "id long, city string, v long",
+            ),
+            "${env:RUNNER_SWEEP_WH}/t",
+        ),
+        2,
+        "target.path: environment variable RUNNER_SWEEP_WH is not set; export it",
+    ),
+    "literal_jdbc_password": (
+        lambda w: _spec(
+            {
+                "format": "jdbc",
+                "jdbc": {
+                    "url": f"jdbc:postgresql://127.0.0.1:1/db?password={SECRET}",
+                    "table": "t",
+                },
+            },
+            w / "table",
+        ),
+        2,
+        "sources[0].jdbc.url: the URL holds a password written out",
+    ),
+    "undeclared_column": (
+        lambda w: _spec(
+            _json_source(
+                w / "cases" / "undeclared_column" / "in",
+                ['{"id": 9, "city": "a", "V": 9}'],
+                "id long, city string, V long",
+            ),
+            w / "table",
+        ),
+        2,
+        "target.precombine_field: precombine field 'v' is not a column of source 'src' (did "
+        "you mean 'V'? names match case included)",
+    ),
+    "url_as_partition_value": (
+        lambda w: _spec(
+            _json_source(
+                w / "cases" / "url_as_partition_value" / "in",
+                ['{"id": 9, "city": "https://example.com", "v": 1}'],
+                "id long, city string, v long",
+            ),
+            w / "table",
+        ),
+        2,
+        "record(s) cannot be keyed",
+    ),
+    "ambiguous_complex_key": (
+        lambda w: _spec(
+            _json_source(
+                w / "cases" / "ambiguous_complex_key" / "in",
+                ['{"id": "x6,city:a", "city": "a", "v": 1}'],
+                "id string, city string, v long",
+            ),
+            w / "cases" / "ambiguous_complex_key" / "table",
+            record_key=["id", "city"],
+            key_generator={"type": "COMPLEX", "partition_fields": "city"},
+        ),
+        2,
+        "record(s) cannot be keyed",
+    ),
+    "transform_writes_a_directory": (
+        lambda w: {
+            **_spec(_rows_source(w, "transform_writes_a_directory"), w / "table"),
+            "transform": {"sql": f"{TO_DIRECTORY.format(w / 'old_dataset')} src"},
+        },
+        2,
+        "transform.sql: is an INSERT OVERWRITE DIRECTORY statement, not a query",
+    ),
+    "transform_with_cte_writes_a_directory": (  # sqlglot cannot read it: Spark's parser refuses it
+        lambda w: {
+            **_spec(_rows_source(w, "transform_with_cte_writes_a_directory"), w / "table"),
+            "transform": {
+                "sql": f"WITH s AS (TABLE src) {TO_DIRECTORY.format(w / 'old_dataset')} s"
+            },
+        },
+        2,
+        "spec.yaml is an INSERT OVERWRITE DIRECTORY statement, not a query",
+    ),
+    "transform_creates_a_table": (
+        lambda w: {
+            **_spec(_rows_source(w, "transform_creates_a_table"), w / "table"),
+            "transform": {"sql": "CREATE TABLE made USING parquet AS SELECT * FROM src"},
+        },
+        2,
+        "transform.sql: is a CREATE TABLE statement, not a query",
+    ),
+    "string_precombine": (
+        lambda w: _spec(
+            _csv_source(w / "cases" / "string_precombine" / "in", "id,city,v\n1,a,99\n"),
+            w / "table",
+        ),
+        2,
+        "precombine_field 'v' is a string column, so records would be ordered as text",
+    ),
+    "transform_repeats_a_column": (
+        lambda w: {
+            **_spec(_rows_source(w, "transform_repeats_a_column"), w / "table"),
+            "transform": {"sql": "SELECT id, * FROM src"},
+        },
+        2,
+        "gives the same column name more than once: 'id' twice; alias them",
+    ),
+    "transform_drops_the_record_key": (
+        lambda w: {
+            **_spec(_rows_source(w, "transform_drops_the_record_key"), w / "table"),
+            "transform": {"sql": "SELECT city, v FROM src"},
+        },
+        2,
+        "the record key field 'id' is not among the transform's output columns: city, v",
+    ),
+    "column_case_changed": (
+        lambda w: _spec(
+            _json_source(
+                w / "cases" / "column_case_changed" / "in", ['{"id": 9, "City": "a", "v": 9}']
+            ),
+            w / "table",
+        ),
+        2,
+        "the partition field 'city' is not among the columns of source 'src': City, id, v; "
+        "did you mean 'City'? names differ only in case",
     ),
     "escaping_partition": (
         lambda w: _spec(
@@ -185,6 +312,21 @@ def _corrupt_parquet(directory: Path) -> dict:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "x.parquet").write_bytes(b"PAR1 but not really")
     return {"format": "parquet", "path": str(directory), "schema": "id long, city string, v long"}
+
+
+TO_DIRECTORY = "INSERT OVERWRITE DIRECTORY '{}' USING parquet SELECT * FROM"
+
+
+def _rows_source(work: Path, case: str) -> dict:
+    lines = [json.dumps(r) for r in ROWS]
+    return _json_source(work / "cases" / case / "in", lines, "id long, city string, v long")
+
+
+def _csv_source(directory: Path, text: str) -> dict:
+    """A csv source with a header and no schema: Spark reads every column as a string."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "a.csv").write_text(text)
+    return {"format": "csv", "path": str(directory), "options": {"header": True}}
 
 
 def _bad_csv(directory: Path) -> dict:
@@ -211,6 +353,33 @@ def test_bad_input_is_named_and_changes_nothing(work, name):
         file_bytes(work / "foreign"),
     )
     assert after == before
+
+
+def test_a_transform_statement_leaves_the_working_directory_alone(work, tmp_path):
+    """Neither the statement's directory nor the working directory (where Spark would put
+    spark-warehouse/) changes; the second statement passes sqlglot and meets Spark's parser."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "data.csv").write_text("id,city\n1,a\n")
+    before = file_bytes(mine)
+    spec = _spec(_rows_source(work, "working_directory"), work / "table")
+    for i, sql in enumerate(
+        [
+            "CREATE TABLE made USING parquet AS SELECT * FROM src",
+            f"WITH s AS (TABLE src) {TO_DIRECTORY.format(mine)} s",
+        ]
+    ):
+        (tmp_path / f"spec{i}.yaml").write_text(yaml.safe_dump({**spec, "transform": {"sql": sql}}))
+        done = subprocess.run(
+            [*RUNNER, "run", f"spec{i}.yaml"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+        )
+        _check(done, 2, "statement, not a query")
+    assert file_bytes(mine) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "spec0.yaml", "spec1.yaml"]
 
 
 def test_malformed_records_are_named_with_file_and_line(work):
@@ -280,3 +449,83 @@ def test_debug_tracebacks_are_scrubbed_of_secrets(work):
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" in done.stderr  # --debug shows it
     assert SECRET not in done.stderr and "${env:RUNNER_SWEEP_DIR}" in done.stderr
+
+
+def test_a_reference_in_the_target_path_is_resolved_or_refused(work):
+    """`${env:NAME}` in target.path is the variable's value, never a directory of that name
+    beside the spec; unset, the run stops before Spark, naming it. The value, resolved, is
+    shown as the reference in the summary, like any resolved value."""
+    source = _json_source(
+        work / "cases" / "env_path" / "in",
+        ['{"id": 9, "city": "a", "v": 9}'],
+        "id long, city string, v long",
+    )
+    spec = _spec(source, "${env:RUNNER_SWEEP_WH}/t")
+    unset = _run(work, "env_path", spec)
+    _check(unset, 2, "target.path: environment variable RUNNER_SWEEP_WH is not set")
+
+    warehouse = work / "cases" / "env_path" / f"wh-{SECRET}"
+    done = _run(work, "env_path", spec, env={"RUNNER_SWEEP_WH": str(warehouse)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (warehouse / "t" / "_delta_log").is_dir()
+    assert not list((work / "cases").rglob("${env:*"))  # no directory named after the reference
+    assert SECRET not in done.stdout + done.stderr
+    assert "${env:RUNNER_SWEEP_WH}/t" in done.stdout  # the summary names the table
+
+
+@pytest.mark.parametrize(
+    ("jdbc", "field"),
+    [
+        ({"url": f"jdbc:postgresql://127.0.0.1:1/db?user=u&password={SECRET}"}, "jdbc.url"),
+        ({"url": f"jdbc:mysql://u:{SECRET}@127.0.0.1:1/db"}, "jdbc.url"),
+        ({"url": "jdbc:postgresql://127.0.0.1:1/db", "password": SECRET}, "jdbc.password"),
+    ],
+)
+@pytest.mark.parametrize("command", [["run"], ["validate"], ["--debug", "run"]])
+def test_a_password_written_in_the_spec_is_refused_and_never_printed(work, jdbc, field, command):
+    spec = _spec({"format": "jdbc", "jdbc": {**jdbc, "table": "t"}}, work / "table")
+    case = work / "cases" / "jdbc_password"
+    case.mkdir(exist_ok=True)
+    (case / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    done = subprocess.run(
+        [*RUNNER, *command, str(case / "spec.yaml")], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert f"sources[0].{field}: " in done.stdout + done.stderr
+    assert "${env:NAME}" in done.stdout + done.stderr  # what to write instead
+    assert SECRET not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("command", ["expand", "compact"])
+def test_table_services_on_a_full_file_system_fail_in_one_line(work, spark, tmp_path, command):
+    """An expansion or a compaction that runs out of space ends with one line, exit 1,
+    and the table as it was (each rewrites about the whole table, which holds more than
+    half the disk; the update gives every bucket a delta file to compact)."""
+    disk = tmp_path / "small"
+    disk.mkdir()
+    if not _mount("-t", "tmpfs", "-o", "size=3m", "tmpfs", str(disk)):
+        pytest.skip("cannot mount a small tmpfs here (needs root and CAP_SYS_ADMIN)")
+    try:
+        rows = [
+            json.dumps({"id": i, "city": "a", "v": 1, "pad": os.urandom(1500).hex()})
+            for i in range(1100)
+        ]
+        source = _json_source(tmp_path / "in", rows, "id long, city string, v long, pad string")
+        spec = _spec(source, disk / "table", table_type="MERGE_ON_READ")
+        (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+        run_pipeline(load_spec(tmp_path / "spec.yaml"), spark=spark)
+        update = [json.dumps({"id": i, "city": "a", "v": 2, "pad": "x"}) for i in range(40)]
+        (tmp_path / "in" / "a.json").write_text("".join(line + "\n" for line in update))
+        run_pipeline(load_spec(tmp_path / "spec.yaml"), spark=spark)
+        before = file_bytes(disk)
+        flags = ["--buckets", "8"] if command == "expand" else []
+        done = subprocess.run(
+            [*RUNNER, command, str(tmp_path / "spec.yaml"), *flags],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        _check(done, 1, "No space left on device")
+        assert file_bytes(disk) == before
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)

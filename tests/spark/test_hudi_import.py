@@ -70,3 +70,30 @@ def test_a_streamer_job_becomes_a_spec_that_runs_and_keys_as_hudi(spark, tmp_pat
         ("trip_id:1,rider:bob", "city=ams/day=2026-01-01"): (1, 3.0),
         ("trip_id:2,rider:cy", "city=sf/day=2026-01-02"): (2, 20.0),
     }
+
+
+def test_a_csv_job_keeps_hudis_inferred_types_so_its_ordering_field_orders_numbers(spark, tmp_path):
+    """CsvDFSSource infers column types without a schema provider; the imported spec does
+    too, so `ts` orders as a number (10 above 9), as in Hudi, and the run is not refused."""
+    (tmp_path / "landing").mkdir()
+    (tmp_path / "landing" / "a.csv").write_text("id,city,ts\n1,a,9\n1,a,10\n2,b,100\n2,b,99\n")
+    (tmp_path / "job.properties").write_text(
+        "hoodie.datasource.write.recordkey.field=id\n"
+        "hoodie.datasource.write.partitionpath.field=city\n"
+        "hoodie.streamer.source.dfs.root=landing\n"
+        "hoodie.streamer.csv.header=true\n"
+    )
+    out = tmp_path / "job.yaml"
+    args = [
+        "import-hudi", str(tmp_path / "job.properties"),
+        "--target-base-path", "table", "--target-table", "t",
+        "--source-class", f"{STREAMER}sources.CsvDFSSource", "--source-ordering-field", "ts",
+        "-o", str(out),
+    ]  # fmt: skip
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+
+    run_pipeline(load_spec(out), spark=spark)
+
+    rows = read_table(tmp_path / "table").sort_values("id")
+    assert rows["ts"].tolist() == [max(9, 10), max(100, 99)]

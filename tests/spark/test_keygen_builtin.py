@@ -133,3 +133,24 @@ def test_unpartitioned_generators(spark, tmp_path, kind, record_key, expected):
     assert out == [{"record_key": expected, "partition_path": "", "bucket": out[0]["bucket"]}]
     fields = record_key if isinstance(record_key, list) else [record_key]
     assert out[0]["bucket"] == bucket_of(tuple({"id": "7", "n": "1.5"}[f] for f in fields), 8)
+
+
+def test_a_composite_key_value_that_would_render_another_records_key_is_an_error(spark, tmp_path):
+    """Hudi's encoding renders `a="x6,b:1", b="2"` and `a="x6", b="1,b:2"` both as
+    `a:x6,b:1,b:2`, and a value `__null__` as a null renders: such records are refused
+    with the reason, never given one shared key."""
+    records = [
+        {"a": "x6,b:1", "b": "2"},
+        {"a": "x6", "b": "1,b:2"},
+        {"a": "__null__", "b": "3"},
+        {"a": "y", "b": "__empty__"},
+        {"a": "x,y", "b": "b:z"},  # a comma or a colon alone renders one key only
+        {"a": None, "b": "4"},
+    ]
+    out = _keys(spark, tmp_path, {"type": "COMPLEX", "partition_fields": "b"}, ["a", "b"], records)
+    assert 'field "a" holds ",b:", the separator' in out[0]["error"]
+    assert 'field "b" holds ",b:", the separator' in out[1]["error"]
+    assert 'field "a" is "__null__", the placeholder of a null value' in out[2]["error"]
+    assert 'field "b" is "__empty__", the placeholder of an empty value' in out[3]["error"]
+    assert out[4]["record_key"] == "a:x,y,b:b:z"
+    assert out[5]["record_key"] == "a:__null__,b:4"

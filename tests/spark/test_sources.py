@@ -74,13 +74,20 @@ def test_a_transform_error_names_the_spec(spark, tmp_path, csv_and_json):
 
 
 def test_a_missing_source_path_is_a_user_error(spark, tmp_path, csv_and_json):
-    sources = [{**csv_and_json[0], "path": "missing"}]
+    # the target's fields are in the declared schema, or `load_spec` refuses it first
+    sources = [
+        {**csv_and_json[0], "path": "missing", "schema": "order_id long, country string, ts long"}
+    ]
     with pytest.raises(UserError, match=r"source 'orders' \(csv at .*missing\): .*PATH_NOT_FOUND"):
         run_pipeline(_spec(tmp_path, None, sources), spark=spark)
 
 
 def test_a_key_field_missing_from_the_input_lists_the_columns(spark, tmp_path, csv_and_json):
-    with pytest.raises(UserError, match="key generator field 'country' is not in the input"):
+    with pytest.raises(
+        UserError,
+        match=r"^the partition field 'country' is not among the transform's output columns: "
+        r"order_id, customer_id, ts, total$",
+    ):
         run_pipeline(_spec(tmp_path, "SELECT * FROM orders", csv_and_json), spark=spark)
 
 

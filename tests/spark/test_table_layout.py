@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
+from runner.commands.keys import preview_keys
 from runner.commands.run import run_pipeline
 from runner.errors import BadRecordsError, SchemaChangeError, TableMismatchError, UserError
 from runner.faults import InjectedFault
 from runner.index.naming import FILE_NAME_RE
 from runner.spec import load_spec
 from runner.table.reader import read_table as spark_read_table
-from tests.helpers import live_paths, log_actions, read_table, write_batch, write_spec
+from tests.helpers import (
+    keys_target,
+    live_paths,
+    log_actions,
+    read_table,
+    write_batch,
+    write_spec,
+)
 from tests.reference import bucket_of
 
 BUCKETS = 8
@@ -256,3 +266,75 @@ def test_a_run_failing_while_writing_leaves_no_files(spark, loaded, tmp_path, mo
         run_pipeline(load_spec(loaded), spark=spark)
     assert DeltaTable(str(table_dir)).version() == version
     assert set(table_dir.rglob("*.parquet")) == files_on_disk
+
+
+def test_partition_values_that_are_no_directory_name_are_refused_with_the_reason(spark, tmp_path):
+    """Every value that would give a path a file system spells another way, that leaves the
+    table, lands in its log, or that no file system takes, is a key error with its reason."""
+    values = {
+        "https://example.com": "has an empty directory name",
+        "a/": "has an empty directory name",
+        "/a": "starts with '/'",
+        ".": "has a '.' or '..' directory",
+        "a/../b": "has a '.' or '..' directory",
+        "_delta_log": "names a directory the table reserves",
+        "a/_delta_log": "names a directory the table reserves",
+        "_deletion_vectors": "names a directory the table reserves",
+        "_runner": "names a directory the table reserves",
+        "a\x00b": "holds a NUL character",
+        "é" * 128: "has a directory name over 255 bytes",
+        "a/b": None,  # two directories, as Hudi writes it
+        "b/_runner": None,  # reserved only at the root
+        "é" * 127: None,  # 254 bytes
+    }
+    lines = tmp_path / "records.jsonl"
+    lines.write_text("".join(json.dumps({"id": i, "c": v}) + "\n" for i, v in enumerate(values)))
+    target = keys_target(tmp_path, {"type": "SIMPLE", "partition_fields": "c"}, "id")
+    out = list(preview_keys(spark, target, lines, "id long, c string"))
+    for (value, reason), got in zip(values.items(), out, strict=True):
+        if reason is None:
+            assert got["partition_path"] == value, got
+        else:
+            assert reason in got["error"], (value, got)
+
+    hive = {"type": "SIMPLE", "partition_fields": "c", "hive_style_partitioning": True}
+    out = list(preview_keys(spark, keys_target(tmp_path, hive, "id"), lines, "id long, c string"))
+    assert out[3]["partition_path"] == "c=." and out[5]["partition_path"] == "c=_delta_log"
+    assert "has an empty directory name" in out[0]["error"]
+
+
+def test_a_url_as_partition_value_is_quarantined_or_escaped(spark, tmp_path):
+    """The issue's case: a hive-style partition `city=https://example.com`. Without
+    url_encode the record goes to quarantine with its reason and clean then finds every
+    live file; with url_encode it is escaped as Hive escapes it."""
+    target = {
+        "operation": "upsert",
+        "record_key": "id",
+        "precombine_field": "ts",
+        "key_generator": {"partition_fields": "city", "hive_style_partitioning": True},
+        "index": {"buckets": 2},
+        "quarantine": {"path": "quarantine", "max_fraction": 0.5},
+    }
+    spec = write_spec(tmp_path, target)
+    write_batch(
+        tmp_path, pd.DataFrame({"id": [1, 2], "city": ["https://example.com", "ok"]}).assign(ts=1)
+    )
+    summary = run_pipeline(load_spec(spec), spark=spark)
+    assert summary.rows_quarantined == 1 and summary.inserted == 1
+    (reason,) = read_table(tmp_path / "quarantine")["_reason"]
+    assert "partition path 'city=https://example.com' has an empty directory name" in reason
+    assert "url_encode: true" in reason
+    assert len(DeltaTable(str(tmp_path / "table")).scan().read_all()) == 1
+
+    encoded = write_spec(
+        tmp_path,
+        {
+            **target,
+            "path": "encoded",
+            "key_generator": {**target["key_generator"], "url_encode": True},
+        },
+        name="encoded",
+    )
+    run_pipeline(load_spec(encoded), spark=spark)
+    paths = set(read_table(tmp_path / "encoded")["_partition_path"])
+    assert paths == {"city=https%3A%2F%2Fexample.com", "city=ok"}

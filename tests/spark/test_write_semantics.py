@@ -302,8 +302,10 @@ def test_the_driver_keeps_the_rows_a_spark_job_keeps(spark, tmp_path, values):
     write_batch(tmp_path, batch)
     tables = {}
     for place in ("driver", "spark"):
-        spec = write_spec(tmp_path, {**_target("upsert"), "path": place, **merge_place(place)})
-        summary = run_pipeline(load_spec(spec), spark=spark)
+        target = {**_target("upsert"), "path": place, **merge_place(place)}
+        if isinstance(values[0], str):  # text order is what this case compares
+            target["precombine_string_order"] = True
+        summary = run_pipeline(load_spec(write_spec(tmp_path, target)), spark=spark)
         check_merge_place(summary, place)
         assert summary.inserted == 37 and summary.duplicates_dropped == n - 37
         tables[place] = (

@@ -77,7 +77,8 @@ def test_sql_transformer_csv_options_and_merge_modes():
     )  # fmt: skip
     spec = imported.spec
     assert spec["transform"]["sql"] == "SELECT * FROM src JOIN src USING (id)"
-    assert spec["sources"][0]["options"] == {"header": "true", "sep": "|"}
+    # CsvDFSSource infers the column types without a schema provider, as the spec then does
+    assert spec["sources"][0]["options"] == {"header": "true", "sep": "|", "inferSchema": "true"}
     assert spec["target"]["merge_mode"] == "commit_time"
     assert _import({}, "--source-ordering-field", "ts").spec["target"]["merge_mode"] == "event_time"
     assert _import({}).spec["target"]["merge_mode"] == "commit_time"  # Hudi 1.x: no ordering
@@ -89,6 +90,19 @@ def test_sql_transformer_csv_options_and_merge_modes():
     )
     mode = {"hoodie.write.record.merge.mode": "EVENT_TIME_ORDERING"}
     assert _import(mode, "--source-ordering-field=ts").spec["target"]["merge_mode"] == "event_time"
+
+
+def test_csv_types_are_inferred_as_hudi_infers_them_unless_a_schema_is_given():
+    csv = ["--source-class", f"{SOURCE}CsvDFSSource"]
+    told = _import({"hoodie.deltastreamer.csv.inferSchema": "false"}, *csv)
+    assert told.spec["sources"][0]["options"] == {"inferSchema": "true"}  # Hudi's own setting
+    assert dict(told.skipped)["hoodie.deltastreamer.csv.inferSchema"].startswith("CsvDFSSource")
+    schema = {"hoodie.streamer.schemaprovider.source.schema.file": "/s.avsc"}
+    typed = _import({**schema, "hoodie.streamer.csv.header": "true"}, *csv)
+    assert typed.spec["sources"][0]["options"] == {"header": "true"}
+    assert "give sources[0].schema" in dict(typed.skipped)[next(iter(schema))]
+    ordered = dict(_import({}, *csv, "--source-ordering-field", "ts").mapped)
+    assert "precombine_string_order" in ordered["--source-ordering-field"]
 
 
 @pytest.mark.parametrize(

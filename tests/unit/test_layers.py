@@ -19,7 +19,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("runner", "runner.errors"),
     ("runner.faults", "runner.spec", "runner.maven", "runner.user_code"),
     ("runner.s3_connector",),
-    ("runner.logs", "runner.session", "runner.fields"),
+    ("runner.logs", "runner.session", "runner.fields", "runner.worker_daemon"),
     ("runner.keygen", "runner.index"),
     ("runner.table",),
     ("runner.sources",),

@@ -313,3 +313,49 @@ def test_a_shared_volume_holds_them_in_every_pod_and_passes_the_crd_check(tmp_pa
         0,
         f"{manifest}: ok (ConfigMap/events-spec, SparkApplication/events)\n",
     )
+
+
+@pytest.mark.parametrize(
+    "text", ["", "\n  \n", "# rendered later\n# nothing yet\n", "---\n...\n---\n"]
+)
+def test_check_of_a_file_with_nothing_to_check_fails(tmp_path, text):
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    result = CliRunner().invoke(cli, ["render", "--check", str(path)])
+    assert (result.exit_code, result.stdout.splitlines()) == (
+        2,
+        [
+            f"{path}: nothing to check: the file holds no YAML document (it is empty or only "
+            "comments)"
+        ],
+    )
+    assert result.stderr == "1 of 1 file(s) invalid\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("just words\n", "not a Kubernetes object (a mapping with apiVersion and kind)"),
+        ("- kind: ConfigMap\n", "not a Kubernetes object (a mapping with apiVersion and kind)"),
+        (
+            QUICKSTART.read_text(),
+            "a pipeline spec, not a manifest: check it with `runner validate`, or render it "
+            "first (`runner render SPEC --image IMAGE`)",
+        ),
+    ],
+)
+def test_check_of_a_document_that_is_not_a_manifest_fails(tmp_path, text, problem):
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    result = CliRunner().invoke(cli, ["render", "--check", str(path)])
+    assert (result.exit_code, result.stdout) == (2, f"{path}: document 1 (?): {problem}\n")
+
+
+def test_paths_keep_their_references_unset_where_the_spec_is_rendered(secret_spec, monkeypatch):
+    """The table's path is `s3://${env:BUCKET}/...`: the pods resolve it, from the Secret."""
+    monkeypatch.delenv("BUCKET", raising=False)
+    code, out = render(str(secret_spec), "--image", "runner:1")
+    assert code == 0, out
+    config_map, app = documents(out)
+    assert 'path: "s3://${env:BUCKET}/warehouse/orders"' in config_map["data"]["orders.yaml"]
+    assert {e["name"] for e in app["spec"]["driver"]["env"]} == {"BUCKET", "PG_PASSWORD"}

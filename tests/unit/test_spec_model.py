@@ -33,6 +33,9 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "$defs/target/properties/table_type": _default(m.Target, "table_type"),
     "$defs/target/properties/operation": _default(m.Target, "operation"),
     "$defs/target/properties/merge_mode": _default(m.Target, "merge_mode"),
+    "$defs/target/properties/precombine_string_order": _default(
+        m.Target, "precombine_string_order"
+    ),
     "$defs/target/properties/filter_dupes": _default(m.Target, "filter_dupes"),
     "$defs/target/properties/commit_retries": _default(m.Target, "commit_retries"),
     "$defs/key_generator/properties/hive_style_partitioning": _default(
