@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import reduce
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -16,9 +18,6 @@ from runner.table.meta import BUCKET, PARTITION_PATH, RECORD_KEY
 KEY_ERROR = "__runner_key_error"
 
 MAX_NAME_BYTES = 255  # one directory name, on the usual file systems (ext4, xfs)
-_SUSPICIOUS_PATH_RE = (
-    rf"^/|//|/$|(^|/)\.{{1,2}}(/|$)|(^|/){DELTA_LOG}(/|$)|^({'|'.join(RESERVED)})(/|$)|\x00"
-)
 
 
 def add_key_columns(df: DataFrame, target: Target, layout: BucketLayout | None = None) -> DataFrame:
@@ -57,9 +56,19 @@ def unsafe_partition_path(path: Column) -> Column:
     reaches a file name: the record is refused with the reason. Every path the log holds is
     then the one a listing of the directory gives back, which `runner clean` relies on.
     """
-    # One regular expression (as cheap as the check of `..` alone was) picks the few paths
-    # worth a closer look; only those are split into names.
-    suspicious = path.rlike(_SUSPICIOUS_PATH_RE) | (F.octet_length(path) > MAX_NAME_BYTES)
+    # Plain substring tests pick the few paths worth a closer look (a regular expression
+    # per row cost more than the rest of the key columns); only those are split into names.
+    suspicious = (
+        path.startswith("/")
+        | path.endswith("/")
+        | path.contains("//")
+        | path.startswith(".")
+        | path.contains("/.")
+        | path.contains(DELTA_LOG)
+        | reduce(lambda a, b: a | b, [path.startswith(name) for name in RESERVED])
+        | path.contains("\x00")
+        | (F.octet_length(path) > MAX_NAME_BYTES)
+    )
     segments = F.split(path, "/")
     escape = "set key_generator.url_encode: true to escape '/' in values"
     rename = "change the value in the transform or set key_generator.hive_style_partitioning"

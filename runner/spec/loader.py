@@ -753,7 +753,7 @@ def _where_named(data: dict[str, Any], roots: tuple[Path_, ...], name: str) -> P
 def _column_hint(column: str, columns: tuple[str, ...]) -> str:
     same = [c for c in columns if c.lower() == column.lower()]
     if same:
-        return f" (did you mean '{same[0]}'? names match case included)"
+        return f" (did you mean '{same[0]}'? names differ only in case)"
     return _nearest(column, list(columns))
 
 

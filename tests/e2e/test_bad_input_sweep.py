@@ -204,7 +204,7 @@ CASES = {
         ),
         2,
         "target.precombine_field: precombine field 'v' is not a column of source 'src' (did "
-        "you mean 'V'? names match case included)",
+        "you mean 'V'? names differ only in case)",
     ),
     "url_as_partition_value": (
         lambda w: _spec(

@@ -514,7 +514,7 @@ def test_a_field_missing_from_the_declared_schema_is_named_with_the_fix(tmp_path
             "precombine_field: TS",  # the run's checks match names case included
             [
                 f"p.yaml:11:21: target.precombine_field: precombine field 'TS' {NOT_IN} (did "
-                "you mean 'ts'? names match case included)"
+                "you mean 'ts'? names differ only in case)"
             ],
         ),
         (
