@@ -155,7 +155,7 @@ def run(
 
     if checkpoints and ignore_checkpoint:
         raise click.UsageError("give --checkpoint or --ignore-checkpoint, not both")
-    pipeline = load_spec(spec)
+    pipeline = load_spec(spec, parse_transform=False)  # Spark's parser reads it in the run
     if continuous:
         from runner.commands.continuous import run_continuously
 

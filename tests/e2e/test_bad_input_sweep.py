@@ -238,7 +238,7 @@ CASES = {
             "transform": {"sql": f"{TO_DIRECTORY.format(w / 'old_dataset')} src"},
         },
         2,
-        "transform.sql: is an INSERT OVERWRITE DIRECTORY statement, not a query",
+        "is an INSERT OVERWRITE DIRECTORY statement, not a query",  # Spark's parser, in a run
     ),
     "transform_with_cte_writes_a_directory": (  # sqlglot cannot read it: Spark's parser refuses it
         lambda w: {
@@ -256,7 +256,7 @@ CASES = {
             "transform": {"sql": "CREATE TABLE made USING parquet AS SELECT * FROM src"},
         },
         2,
-        "transform.sql: is a CREATE TABLE statement, not a query",
+        "is a CREATE TABLE statement, not a query",
     ),
     "string_precombine": (
         lambda w: _spec(
