@@ -695,9 +695,11 @@ def _column_problems(doc: _Located, file: str) -> list[SpecProblem]:
     source = sources[0]
     if source["format"] not in _FILE_FORMATS or "schema" not in source:
         return []
-    columns = ddl_columns(source["schema"])
-    if columns is None:  # Spark reports the schema at run time
+    declared = ddl_columns(source["schema"])
+    discovered = _partition_directories(source.get("path", ""), Path(file).parent)
+    if declared is None or discovered is None:  # Spark tells at run time
         return []
+    columns = (*declared, *(c for c in discovered if c not in declared))
     problems: dict[tuple[Path_, str], SpecProblem] = {}  # a name given twice, said once
     for role, name, roots in _named_columns(data["target"]):
         column = name.split(".")[0]
@@ -712,6 +714,26 @@ def _column_problems(doc: _Located, file: str) -> list[SpecProblem]:
         )
         problems.setdefault((at, name), SpecProblem(file, line, col, dotted(at), message))
     return list(problems.values())
+
+
+def _partition_directories(path: str, base: Path) -> list[str] | None:
+    """The columns Spark's partition discovery adds to a file source (`dt=.../hr=...`
+    directories beside a declared schema), looked for down the first directories of a local
+    path; None where they cannot be known without the store (a URI, a `${env:NAME}`)."""
+    if "://" in path or "${" in path:
+        return None
+    directory, found = base / os.path.expanduser(path), []
+    for _ in range(4):  # partition directories nest a few levels deep at most
+        try:
+            names = sorted(e.name for e in os.scandir(directory) if e.is_dir())
+        except OSError:
+            break
+        keyed = [n for n in names if "=" in n and not n.startswith(("_", "."))]
+        if not keyed:
+            break
+        found.append(keyed[0].split("=", 1)[0])
+        directory = directory / keyed[0]
+    return found
 
 
 def _named_columns(target: dict[str, Any]) -> Iterator[tuple[str, str, tuple[Path_, ...]]]:

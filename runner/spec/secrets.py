@@ -27,10 +27,10 @@ _LOOKS_LIKE_REF = re.compile(r"\$\{\s*env\s*:[^}]*\}", re.IGNORECASE)
 # parameter, space or quote.
 _URL_PASSWORDS = (
     re.compile(
-        r"(?i)([?&;]\s*(?:password|passwd|pwd)\s*=)"
+        r"(?i)([?&;]\s*(?:password|passwd|pwd)\s*=\s*)"
         r"(\$\{env:[A-Za-z_][A-Za-z0-9_]*\}(?=[&;\s'\"),:]|$)|[^&;\s'\"]*)"
     ),
-    re.compile(r"(://[^/@\s:'\"]*:)([^\s/'\"]+)(?=@)"),
+    re.compile(r"(://[^/@\s:;?&'\"]*:)([^\s/;?&='\"]+)(?=@)"),
 )
 HIDDEN = "***"  # what `scrub` shows instead of a password written in a URL
 

@@ -98,7 +98,10 @@ def _entries(
             if entry.is_dir(follow_symlinks=False):
                 entries.append((entry.name, None))
             else:
-                stat = entry.stat(follow_symlinks=False)
+                try:
+                    stat = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:  # removed since the listing (a writer's cleanup)
+                    continue
                 link = entry.is_symlink()
                 entries.append((entry.name, StoredFile("", stat.st_size, stat.st_mtime_ns, link)))
         return sorted(entries, key=lambda e: e[0])

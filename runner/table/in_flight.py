@@ -19,7 +19,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
@@ -78,7 +78,7 @@ def in_flight(location: TableLocation, instant: str, what: str) -> Iterator[None
         while not stop.wait(HEARTBEAT_SECONDS):
             try:
                 _beat(fs, path, body)
-            except OSError as exc:  # clean keeps the files until the heartbeat expires
+            except Exception as exc:  # the store said no: clean keeps the files until it expires
                 log.warning("heartbeat_failed", instant=instant, error=str(exc))
 
     beater = threading.Thread(target=keep_beating, name=f"heartbeat-{instant}", daemon=True)
@@ -90,7 +90,7 @@ def in_flight(location: TableLocation, instant: str, what: str) -> Iterator[None
         beater.join()
         try:
             _delete(location, instant)
-        except OSError as exc:  # it expires by itself; clean removes it then
+        except Exception as exc:  # it expires by itself; clean removes it then (S3: boto3's errors)
             log.warning("heartbeat_left", instant=instant, error=str(exc))
         if location.is_local:  # a failed first run leaves no directory behind
             _remove_empty(root, [IN_FLIGHT_DIR, RUNNER_DIR, *([""] if new_root else [])])
@@ -118,9 +118,14 @@ def heartbeats(location: TableLocation) -> list[Heartbeat]:
 
 
 def remove_heartbeat(location: TableLocation, instant: str) -> None:
-    """Remove an expired heartbeat (a writer that was killed)."""
-    with suppress(FileNotFoundError):
+    """Remove an expired heartbeat (a writer that was killed); one that cannot be removed
+    is left for the next clean, never a reason to fail this one."""
+    try:
         _delete(location, instant)
+    except FileNotFoundError:
+        return
+    except Exception as exc:
+        log.warning("heartbeat_left", instant=instant, error=str(exc))
 
 
 def _delete(location: TableLocation, instant: str) -> None:

@@ -100,3 +100,11 @@ def test_only_references():
     assert only_references("${env:A}") and only_references("${env:A}${env:B}")
     assert only_references("")  # no password at all
     assert not only_references("x${env:A}") and not only_references("hunter2")
+
+
+def test_a_sql_server_url_with_its_password_referenced_is_not_taken_for_a_password():
+    url = "jdbc:sqlserver://h:1433;databaseName=db;user=me@corp;password=${env:PW}"
+    assert not has_url_password(url) and scrub(url) == url
+    assert scrub("jdbc:postgresql://h/db?password= s3cret&x=1") == (
+        "jdbc:postgresql://h/db?password= ***&x=1"
+    )

@@ -785,3 +785,16 @@ def test_a_password_written_in_the_spec_is_refused_and_not_shown(tmp_path, old, 
 def test_password_references_pass(tmp_path, monkeypatch, old, new):
     monkeypatch.delenv("SHOP_PASSWORD", raising=False)  # resolved when connecting, not here
     assert _validate(tmp_path, JDBC.replace(old, new)) == (0, ["p.yaml: ok"])
+
+
+def test_partition_directories_of_a_source_count_as_its_columns(tmp_path):
+    """Spark adds `dt=...` directories' names to a file source's declared schema, so a key
+    on one is no mistake; a name neither declared nor a directory still is."""
+    data = tmp_path / "data" / "trips" / "dt=2026-11-25" / "hr=07"
+    data.mkdir(parents=True)
+    text = COLUMNS.replace("precombine_field: ts", "precombine_field: hr")
+    assert _validate(tmp_path, text) == (0, ["p.yaml: ok"])
+    code, lines = _validate(tmp_path, text.replace("field: hr", "field: hrs"))
+    assert code == 2 and "precombine field 'hrs'" in lines[0], lines
+    remote = text.replace("path: data/trips", "path: s3://bucket/trips")
+    assert _validate(tmp_path, remote) == (0, ["p.yaml: ok"])  # only Spark can tell there
