@@ -59,7 +59,7 @@ RUN spark_jars="$(python -c 'import os, pyspark; print(os.path.dirname(pyspark._
     && for jar in /opt/runner/jars/*.jar; do \
         if [ -e "$jar" ]; then ln -s "$jar" "$spark_jars/"; fi; \
     done \
-    && cp "$(python -c 'import runner.k8s.driver as m; print(m.__file__)')" /opt/runner/driver.py \
+    && cp "$(python -c 'import runner.driver as m; print(m.__file__)')" /opt/runner/driver.py \
     && runner --version
 
 # A numeric non-root user (Kubernetes checks runAsNonRoot against the number).

@@ -36,13 +36,13 @@ def main() -> None:
 
     from bench.write import spec_file, write_source
     from runner import logs
-    from runner.commands.run import _plan_schema
-    from runner.ops.keys import add_key_columns
-    from runner.ops.merge import bulk_keys, bulk_rows, bulk_verdict
-    from runner.ops.quality import add_verdicts
+    from runner.pipeline.key_columns import add_key_columns
+    from runner.pipeline.quality import add_verdicts
+    from runner.pipeline.run import _plan_schema
+    from runner.pipeline.winners import bulk_keys, bulk_rows, bulk_verdict
     from runner.session import spark_session
     from runner.spec.model import SparkSettings
-    from runner.table.meta import BUCKET, PARTITION_PATH, RECORD_KEY
+    from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY
 
     logs.configure("warning")
     counted = pa.schema([("rows", pa.int64())])

@@ -53,9 +53,9 @@ from bench.write import (
     timed,
     write_source,
 )
-from runner.commands.compact import compact_table, plan_compaction
-from runner.commands.run import run_pipeline
-from runner.table.snapshot import open_table
+from runner.delta.snapshot import open_table
+from runner.pipeline.run import run_pipeline
+from runner.services.compact import compact_table, plan_compaction
 
 UPSERTS = 10  # successive upserts before the read and compaction scenarios
 MOR = "MERGE_ON_READ"

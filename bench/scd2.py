@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from bench.write import CITIES, dir_bytes, fresh_copy, timed
-from runner.commands.run import run_pipeline
+from runner.pipeline.run import run_pipeline
 from runner.spec import load_spec
 from tests.helpers import CHANGE_FEED_SCHEMA, read_table  # read_table: DVs applied
 

@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 import yaml
 from deltalake import DeltaTable, write_deltalake
 
-from runner.commands.run import run_pipeline
+from runner.pipeline.run import run_pipeline
 from runner.spec import load_spec
 
 CITIES = ["ams", "sf", "nyc", "sp", "tokyo", "lagos", "paris", "delhi"]
@@ -309,8 +309,14 @@ def runner_file_columns(source, spec):
     `partitionBy` (which keeps its partition columns out of the files)."""
     from pyspark.sql import functions as F
 
-    from runner.ops.keys import add_key_columns
-    from runner.table.meta import BUCKET, COMMIT_SEQNO, COMMIT_TIME, PARTITION_PATH, RECORD_KEY
+    from runner.pipeline.key_columns import add_key_columns
+    from runner.storage.meta_columns import (
+        BUCKET,
+        COMMIT_SEQNO,
+        COMMIT_TIME,
+        PARTITION_PATH,
+        RECORD_KEY,
+    )
 
     instant = "20260101000000000"
     # the row's number in its task: monotonically_increasing_id's lower 33 bits

@@ -149,9 +149,9 @@ def run(
     Exit codes: 0 done; 2 a problem to fix in the spec, the input or the table settings
     (nothing was written); 1 a failure (the table is as it was before the run).
     """
-    from runner.commands.run import run_pipeline
-    from runner.ops.summary import RunSummary
+    from runner.pipeline.run import run_pipeline
     from runner.spec import load_spec
+    from runner.summary import RunSummary
 
     if checkpoints and ignore_checkpoint:
         raise click.UsageError("give --checkpoint or --ignore-checkpoint, not both")
@@ -350,7 +350,7 @@ def _expand(
     as_json: bool,
     dry_run: bool,
 ) -> None:
-    from runner.commands.expand import expand_table
+    from runner.services.expand import expand_table
     from runner.spec import load_spec
 
     planned, done = expand_table(
@@ -393,7 +393,7 @@ def clean(
     old. Files the runner did not write, and symbolic links, are listed and left alone.
     Starts no JVM.
     """
-    from runner.commands.clean import clean_table
+    from runner.services.clean import clean_table
     from runner.spec import load_spec
 
     done = clean_table(load_spec(spec), retain_commits, min_age_hours, dry_run)
@@ -424,7 +424,7 @@ def compact(spec: str, partitions: tuple[str, ...], dry_run: bool, as_json: bool
     Each folded bucket becomes one file sorted by key, in one commit that changes no row.
     A bucket a writer changes meanwhile is left for the next compaction, never half done.
     """
-    from runner.commands.compact import compact_table
+    from runner.services.compact import compact_table
     from runner.spec import load_spec
 
     done = compact_table(load_spec(spec), partitions, dry_run, console_progress=sys.stderr.isatty())
@@ -555,8 +555,8 @@ def import_hudi(
     starts with what each property became and, for each one not imported, why. It is
     validated before it is written. docs/hudi-migration.md has the whole table.
     """
+    from runner.hudi.streamer_import import import_streamer, parse_streamer_args, read_properties
     from runner.spec import load_spec
-    from runner.spec.hudi_import import import_streamer, parse_streamer_args, read_properties
 
     args = list(streamer_args)
     props = args.pop(0) if args and not args[0].startswith("-") else None

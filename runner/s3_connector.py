@@ -11,7 +11,7 @@ HttpClient...). Next to Spark's own jars on the classpath they would replace som
 Spark's classes (Spark's logging goes silent), so the fetched bundle is rewritten without
 the packages pyspark's jars already hold.
 
-Settings come from the same environment as a table's (runner/table/storage.py, passed in as
+Settings come from the same environment as a table's (runner/storage/location.py, passed in as
 its settings mapping) and go into Hadoop's configuration, which Spark sends to the
 executors with each scan: the executors need no credentials of their own.
 """

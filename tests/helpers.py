@@ -131,8 +131,8 @@ def assert_stale_writer_refused(stale: Any) -> None:
     commit a rewrite of one of the files it read: the layout changed under it."""
     import pytest
 
+    from runner.delta.commit import commit_files
     from runner.errors import CommitConflictError
-    from runner.table.commit import commit_files
 
     some_file = stale.files()[0]
     with pytest.raises(CommitConflictError, match=r"settings .* changed"):

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from runner.commands.run import run_pipeline
-from runner.ops.summary import RunSummary
+from runner.pipeline.run import run_pipeline
 from runner.spec.model import PipelineSpec
+from runner.summary import RunSummary
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from runner.delta.snapshot import open_table
 from runner.errors import UserError
 from runner.index.layout import BucketLayout
-from runner.ops.summary import human_size
-from runner.table.snapshot import open_table
+from runner.summary import human_size
 
 PLOTTED_PARTITIONS = 12
 

@@ -12,12 +12,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from runner.errors import UserError
+from runner.hudi import properties as hudi_props
 from runner.index.layout import BucketLayout
-from runner.ops.keys import KEY_ERROR, add_key_columns
-from runner.spec import hudi_props
+from runner.pipeline.key_columns import KEY_ERROR, add_key_columns
 from runner.spec.keygen_settings import field_list, resolve_key_generator
 from runner.spec.model import IndexSpec, Target
-from runner.table.meta import BUCKET, PARTITION_PATH, RECORD_KEY
+from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY
 
 ORDER = "__runner_line"
 

@@ -23,12 +23,12 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from runner.delta.arrow_read import read_live
+from runner.delta.directory import canonical, missing_files, walk
+from runner.delta.log_replay import deletion_vectors
 from runner.errors import UserError
-from runner.table.arrow_read import read_live
-from runner.table.directory import canonical, missing_files, walk
-from runner.table.log_replay import deletion_vectors
-from runner.table.meta import COMMIT_TIME
-from runner.table.storage import TableLocation, locate
+from runner.storage.location import TableLocation, locate
+from runner.storage.meta_columns import COMMIT_TIME
 
 INSTANT_DIGITS = 17  # yyyyMMddHHmmssSSS
 

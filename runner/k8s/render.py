@@ -22,7 +22,7 @@ from runner.spec.model import PipelineSpec, PodResources, SharedVolume
 from runner.spec.secrets import env_names
 
 API_VERSION = "sparkoperator.k8s.io/v1beta2"
-# The image puts runner/k8s/driver.py here (see the Dockerfile); spark-submit runs it.
+# The image puts runner/driver.py here (see the Dockerfile); spark-submit runs it.
 MAIN_FILE = "local:///opt/runner/driver.py"
 # The spec file is mounted into the image's working directory, as with `docker run -v DIR:/work`.
 WORK_DIR = "/work"

@@ -12,7 +12,7 @@ from runner.keygen.timestamp import TimestampBasedKeyGenerator
 from runner.spec.model import KeyGenSpec
 from runner.user_code import import_user_class
 
-# The class of each generator runner.spec.keygen_types describes (a test holds them equal).
+# The class of each generator runner.hudi.keygen_types describes (a test holds them equal).
 GENERATOR_CLASSES: dict[str, type[KeyGenerator]] = {
     "SIMPLE": SimpleKeyGenerator,
     "COMPLEX": ComplexKeyGenerator,

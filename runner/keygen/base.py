@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column
 from pyspark.sql.types import StructType
 
-from runner.spec.keygen_types import KEY_GENERATORS
+from runner.hudi.keygen_types import KEY_GENERATORS
 from runner.spec.model import KeyGenSpec
 
 

@@ -25,7 +25,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from runner.errors import UnreadableFileError
 from runner.spec.model import Source
-from runner.table.storage import local_path
+from runner.storage.location import local_path
 
 TEXT_FORMATS = ("csv", "json")
 CORRUPT = "__runner_malformed"  # Spark's corrupt-record column for csv and json sources

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from runner.delta.snapshot import TableSnapshot
 from runner.errors import UserError
 from runner.spec.model import PipelineSpec
-from runner.table.snapshot import TableSnapshot
 
 # The commit metadata field (under "runner") that holds the checkpoints.
 FIELD = "checkpoint"

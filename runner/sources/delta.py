@@ -17,11 +17,11 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from runner.delta.deletion_vectors import DeletionVector
+from runner.delta.log_replay import DELETION_VECTORS, deletion_vectors
 from runner.errors import UserError
-from runner.table.deletion_vectors import DeletionVector
-from runner.table.log_replay import DELETION_VECTORS, deletion_vectors
-from runner.table.meta import COMMIT_TIME
-from runner.table.storage import locate, storage_options
+from runner.storage.location import locate, storage_options
+from runner.storage.meta_columns import COMMIT_TIME
 
 
 @dataclass(frozen=True)

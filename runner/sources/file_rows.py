@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
 from runner.spec.model import PipelineSpec
-from runner.table.storage import local_path
+from runner.storage.location import local_path
 
 # Reader options that only choose which files are read: the writer follows the file Spark
 # names for each row, so these change nothing for it. Any other option may change values.

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from runner.errors import UserError
-from runner.table.storage import S3_SCHEMES, locate, scheme
+from runner.storage.location import S3_SCHEMES, locate, scheme
 
 
 @dataclass(frozen=True)

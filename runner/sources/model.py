@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runner.delta.deletion_vectors import DeletionVector
 from runner.spec.model import Source
-from runner.table.deletion_vectors import DeletionVector
 
 
 @dataclass(frozen=True)

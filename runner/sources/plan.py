@@ -15,6 +15,7 @@ from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
 
+from runner.delta.spark_read import drop_deleted_rows, listed_on_driver
 from runner.errors import UserError
 from runner.sources import jdbc
 from runner.sources.bad_input import (
@@ -32,9 +33,8 @@ from runner.sources.model import SourcePlan
 from runner.spec.model import PipelineSpec, Source
 from runner.spec.secrets import resolve
 from runner.spec.transform import not_a_query, statement_kind
-from runner.table.meta import COMMIT_TIME
-from runner.table.reader import drop_deleted_rows, listed_on_driver
-from runner.table.storage import S3_SCHEMES, TableLocation, locate, scheme
+from runner.storage.location import S3_SCHEMES, TableLocation, locate, scheme
+from runner.storage.meta_columns import COMMIT_TIME
 
 FILE_FORMATS = ("parquet", "csv", "json", "orc")
 

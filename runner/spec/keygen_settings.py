@@ -11,8 +11,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from runner.spec import hudi_props
-from runner.spec.keygen_types import KEY_GENERATORS
+from runner.hudi import properties as hudi_props
+from runner.hudi.keygen_types import KEY_GENERATORS
 from runner.spec.model import KeyGenSpec, TimestampSpec
 from runner.spec.timebased import (
     STRING_TYPES,

@@ -21,8 +21,8 @@ import jsonschema
 import yaml
 
 from runner.errors import InvalidSpecError, SpecProblem
+from runner.hudi.merge_names import PropertySettings, from_properties
 from runner.spec.ddl import ddl_columns
-from runner.spec.hudi_merge import PropertySettings, from_properties
 from runner.spec.keygen_settings import field_list, resolve_key_generator
 from runner.spec.model import (
     FIELD_MERGE_MODES,

@@ -107,7 +107,7 @@ class KeyGenSpec:
 
 @dataclass(frozen=True)
 class MergerSpec:
-    """merge_mode custom: the user's merger class (runner.table.field_merge.Merger)."""
+    """merge_mode custom: the user's merger class (runner.write.field_merge.Merger)."""
 
     class_path: str  # package.module:ClassName
     properties: Mapping[str, str] = field(default_factory=dict)  # handed to its constructor
@@ -139,7 +139,7 @@ class CleaningSpec:
 @dataclass(frozen=True)
 class CdcSpec:
     """The batch is a change feed: events applied per key in sequence_by order
-    (runner/table/change_feed.py)."""
+    (runner/write/cdc_apply.py)."""
 
     sequence_by: str
     operation_column: str | None = None  # None: every row is an upsert

@@ -1,1 +1,1 @@
-"""Delta table access: settings, snapshot and file selection, executor-side writer, commit."""
+"""Import paths of 0.1.0 that user code may hold, kept with a DeprecationWarning."""

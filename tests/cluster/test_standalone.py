@@ -3,7 +3,7 @@ processes with their own working directories and Python workers, tables on moto'
 
 Every step is a new Spark application started as a user starts it: `runner run`, `runner
 compact`, `runner expand` with `spark.master: spark://...` in the spec, and `spark-submit`
-of the SparkApplication's main file (runner/k8s/driver.py, /opt/runner/driver.py in the
+of the SparkApplication's main file (runner/driver.py, /opt/runner/driver.py in the
 image). Batches are merged by executor tasks (`driver_merge.max_rows: 0`), not on the
 driver. The results are compared with a pandas reference.
 """

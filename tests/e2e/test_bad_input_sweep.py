@@ -18,7 +18,7 @@ import pytest
 import yaml
 from deltalake import write_deltalake
 
-from runner.commands.run import run_pipeline
+from runner.pipeline.run import run_pipeline
 from runner.spec import load_spec
 from tests.helpers import file_bytes
 

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from deltalake import DeltaTable
 
-from runner.table.in_flight import IN_FLIGHT_DIR
+from runner.storage.in_flight import IN_FLIGHT_DIR
 from tests.helpers import live_paths, write_batch, write_spec
 
 RUNNER = [sys.executable, "-m", "runner"]

@@ -17,8 +17,8 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 
-from runner.commands.run import run_pipeline
 from runner.errors import BadRecordsError, SchemaChangeError, UnreadableFileError, UserError
+from runner.pipeline.run import run_pipeline
 from runner.sources.bad_input import reading
 from runner.sources.plan import refuse_statements
 from runner.spec import load_spec

@@ -18,14 +18,14 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 
-from runner.commands.compact import compact_table
-from runner.commands.expand import expand_table
 from runner.commands.inspect import inspect_table, render_report
-from runner.commands.run import run_pipeline
+from runner.delta.snapshot import open_table
 from runner.errors import UserError
 from runner.index.naming import parse_data_file_name
+from runner.pipeline.run import run_pipeline
+from runner.services.compact import compact_table
+from runner.services.expand import expand_table
 from runner.spec import load_spec
-from runner.table.snapshot import open_table
 from tests.helpers import (
     city_content,
     city_rows,

@@ -12,11 +12,11 @@ import pytest
 from click.testing import CliRunner
 
 from runner.cli import cli
-from runner.commands.compact import compact_table
-from runner.commands.expand import expand_table
 from runner.commands.read import read_rows
-from runner.commands.run import run_pipeline
 from runner.errors import UserError
+from runner.pipeline.run import run_pipeline
+from runner.services.compact import compact_table
+from runner.services.expand import expand_table
 from runner.spec import load_spec
 from tests.helpers import (
     CHANGE_FEED_SCHEMA,

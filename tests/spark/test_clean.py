@@ -12,11 +12,11 @@ from click.testing import CliRunner
 from deltalake import DeltaTable, write_deltalake
 
 from runner.cli import cli
-from runner.commands.clean import clean_table
-from runner.commands.run import run_pipeline
+from runner.delta.snapshot import open_table
 from runner.errors import UserError
+from runner.pipeline.run import run_pipeline
+from runner.services.clean import clean_table
 from runner.spec import load_spec
-from runner.table.snapshot import open_table
 from tests.helpers import live_paths, read_table, write_batch, write_spec
 
 pytestmark = pytest.mark.spark

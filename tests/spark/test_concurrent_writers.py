@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from deltalake import DeltaTable
 
-from runner.commands.run import run_pipeline
+from runner.delta import commit
 from runner.errors import CommitConflictError
+from runner.pipeline.run import run_pipeline
 from runner.spec import load_spec
-from runner.table import commit
 from tests.helpers import read_table, write_batch, write_spec
 
 TARGET = {

@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 from deltalake import DeltaTable
 
-from runner.commands.expand import expand_table, expansion_frame, plan_expansion
-from runner.commands.run import run_pipeline
+from runner.delta.snapshot import open_table
 from runner.errors import UserError
 from runner.index.naming import parse_data_file_name
+from runner.pipeline.run import run_pipeline
+from runner.services.expand import expand_table, expansion_frame, plan_expansion
 from runner.spec import load_spec
-from runner.table.snapshot import open_table
 from tests.helpers import (
     assert_stale_writer_refused,
     log_actions,

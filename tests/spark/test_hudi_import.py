@@ -10,7 +10,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from runner.cli import cli
-from runner.commands.run import run_pipeline
+from runner.pipeline.run import run_pipeline
 from runner.spec import load_spec
 from tests.helpers import read_table
 

@@ -18,10 +18,10 @@ from click.testing import CliRunner
 from deltalake import DeltaTable
 
 from runner.cli import cli
-from runner.commands.expand import expand_table
 from runner.commands.read import read_rows
-from runner.commands.run import run_pipeline
 from runner.errors import UserError
+from runner.pipeline.run import run_pipeline
+from runner.services.expand import expand_table
 from runner.sources.jdbc import plan_jdbc
 from runner.sources.model import SourcePlan
 from runner.sources.plan import read_source

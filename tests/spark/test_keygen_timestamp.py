@@ -332,8 +332,8 @@ def test_a_table_remembers_its_timestamp_settings(spark, tmp_path):
     """Changing the output format of a TIMESTAMP table is refused: paths would move."""
     import pandas as pd
 
-    from runner.commands.run import run_pipeline
     from runner.errors import TableMismatchError
+    from runner.pipeline.run import run_pipeline
     from runner.spec import load_spec
     from tests.helpers import write_batch, write_spec
 

@@ -11,8 +11,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from runner.commands.run import run_pipeline
 from runner.errors import UserError
+from runner.pipeline.run import run_pipeline
 from runner.spec import load_spec
 from tests.helpers import (
     NEVER_REWRITE,
@@ -160,7 +160,7 @@ MERGER = textwrap.dedent(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from runner.table.field_merge import Merger
+    from runner.write.field_merge import Merger
 
 
     class RunningTotal(Merger):

@@ -13,17 +13,17 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 
-from runner.commands.clean import clean_table
-from runner.commands.compact import CompactSummary, compact_table, plan_compaction, run_compaction
-from runner.commands.expand import expand_table
 from runner.commands.inspect import inspect_table
 from runner.commands.read import read_rows
-from runner.commands.run import run_pipeline
+from runner.delta import commit
+from runner.delta.snapshot import open_table
+from runner.delta.spark_read import read_table as spark_read_table
 from runner.errors import TableMismatchError
+from runner.pipeline.run import run_pipeline
+from runner.services.clean import clean_table
+from runner.services.compact import CompactSummary, compact_table, plan_compaction, run_compaction
+from runner.services.expand import expand_table
 from runner.spec import load_spec
-from runner.table import commit
-from runner.table.reader import read_table as spark_read_table
-from runner.table.snapshot import open_table
 from tests.helpers import (
     city_content,
     city_rows,

@@ -17,16 +17,16 @@ from click.testing import CliRunner
 from deltalake import DeltaTable, write_deltalake
 
 from runner.cli import cli
-from runner.commands.clean import clean_table
-from runner.commands.compact import compact_table
-from runner.commands.expand import expand_table, plan_expansion, run_expansion
-from runner.commands.run import run_pipeline
+from runner.delta.log_entry import publish
+from runner.delta.snapshot import open_table
 from runner.errors import CommitConflictError, EnvironmentProblem, UserError
 from runner.index.naming import parse_data_file_name
+from runner.pipeline.run import run_pipeline
+from runner.services.clean import clean_table
+from runner.services.compact import compact_table
+from runner.services.expand import expand_table, plan_expansion, run_expansion
 from runner.spec import load_spec
-from runner.table.log_entry import publish
-from runner.table.snapshot import open_table
-from runner.table.storage import locate
+from runner.storage.location import locate
 from tests.helpers import assert_stale_writer_refused, read_table, write_batch, write_spec
 from tests.s3 import KEY, SECRET, moto_server, s3_environment
 
@@ -55,7 +55,7 @@ def s3(spark):
 
 
 def _options(client) -> dict[str, str]:
-    """Storage options for delta-rs written out here, independent of runner.table.storage."""
+    """Storage options for delta-rs written out here, independent of runner.storage.location."""
     return {
         "AWS_ACCESS_KEY_ID": KEY,
         "AWS_SECRET_ACCESS_KEY": SECRET,

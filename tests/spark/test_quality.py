@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from deltalake import DeltaTable
 
-from runner.commands.run import run_pipeline
 from runner.errors import BadRecordsError, UserError
+from runner.pipeline.run import run_pipeline
 from runner.spec import load_spec
 from tests.helpers import read_table, write_batch, write_spec
 
@@ -51,7 +51,7 @@ def _spec(tmp_path, max_fraction=0.05, rules=RULES, quarantine=True, operation="
     return load_spec(write_spec(tmp_path, target, expectations=rules))
 
 
-# bulk_insert judges the rows in the same pass that writes them (runner/table/bulk_writer.py)
+# bulk_insert judges the rows in the same pass that writes them (runner/write/bulk_writer.py)
 @pytest.mark.parametrize("operation", ["upsert", "bulk_insert"])
 def test_rejected_rows_go_to_quarantine_with_rule_reason_and_record(spark, tmp_path, operation):
     write_batch(tmp_path, _batch())

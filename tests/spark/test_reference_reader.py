@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, TableFeatures, write_deltalake
 
-from runner.commands.run import run_pipeline
+from runner.pipeline.run import run_pipeline
 from runner.spec import load_spec
 from tests.delta_spark import read_with_delta_spark
 from tests.helpers import log_actions, write_batch, write_spec

@@ -7,8 +7,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from runner.commands.run import run_pipeline
 from runner.errors import UserError
+from runner.pipeline.run import run_pipeline
 from runner.sources.checkpoint import starting_points
 from runner.sources.plan import plan_sources, read_source
 from runner.spec import load_spec

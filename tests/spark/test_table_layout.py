@@ -11,12 +11,12 @@ import pytest
 from deltalake import DeltaTable
 
 from runner.commands.keys import preview_keys
-from runner.commands.run import run_pipeline
+from runner.delta.spark_read import read_table as spark_read_table
 from runner.errors import BadRecordsError, SchemaChangeError, TableMismatchError, UserError
 from runner.faults import InjectedFault
 from runner.index.naming import FILE_NAME_RE
+from runner.pipeline.run import run_pipeline
 from runner.spec import load_spec
-from runner.table.reader import read_table as spark_read_table
 from tests.helpers import (
     keys_target,
     live_paths,

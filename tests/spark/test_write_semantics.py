@@ -8,12 +8,12 @@ import pandas as pd
 import polars as pl
 import pytest
 
-from runner.commands import run as run_command
-from runner.commands.run import run_pipeline
-from runner.ops import merge as merge_ops
+from runner.delta.spark_read import read_table as spark_read_table
+from runner.pipeline import run as run_command
+from runner.pipeline import winners as merge_ops
+from runner.pipeline.run import run_pipeline
 from runner.spec import load_spec
-from runner.table import writer
-from runner.table.reader import read_table as spark_read_table
+from runner.write import writer
 from tests.delta_spark import delta_spark_ready, read_with_delta_spark
 from tests.helpers import (
     NEVER_REWRITE,

@@ -1,5 +1,5 @@
-"""A change feed's events applied to one bucket (runner/table/change_feed.py), and the
-tombstones that remember deleted keys (runner/table/tombstones.py), without Spark."""
+"""A change feed's events applied to one bucket (runner/write/cdc_apply.py), and the
+tombstones that remember deleted keys (runner/write/tombstones.py), without Spark."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from runner.spec.model import CdcSpec, ScdSpec
-from runner.table import tombstones
-from runner.table.bucket_merge import DELETE
-from runner.table.change_feed import apply_changes
-from runner.table.meta import META_FIELDS, RECORD_KEY
-from runner.table.parquet_file import BucketFile, conform
+from runner.storage.meta_columns import META_FIELDS, RECORD_KEY
+from runner.storage.parquet_file import BucketFile, conform
+from runner.write import tombstones
+from runner.write.bucket_merge import DELETE
+from runner.write.cdc_apply import apply_changes
 
 SCD1 = pa.schema([*META_FIELDS, ("name", pa.string()), ("lsn", pa.int64())])
 SCD2 = pa.schema(

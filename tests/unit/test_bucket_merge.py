@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from runner.table.bucket_merge import DELETE, MergeSettings, merge_bucket, summarize_stored
-from runner.table.writer import group_order, split_groups
+from runner.write.bucket_merge import DELETE, MergeSettings, merge_bucket, summarize_stored
+from runner.write.writer import group_order, split_groups
 
 UPSERT = MergeSettings("upsert", "ts", merge_mode="event_time", filter_dupes=False)
 

@@ -15,13 +15,13 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from runner.ops.merge import split_verdicts, why_not_on_driver
-from runner.ops.quality import FATE, RULE
+from runner.pipeline.quality import FATE, RULE
+from runner.pipeline.winners import split_verdicts, why_not_on_driver
 from runner.spec.model import DriverMergeSpec, IndexSpec, KeyGenSpec, Target
-from runner.table.bucket_merge import SEQ
-from runner.table.driver_merge import mark_candidates
-from runner.table.meta import BUCKET, PARTITION_PATH, RECORD_KEY
-from runner.table.writer import ACTION
+from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY
+from runner.write.bucket_merge import SEQ
+from runner.write.driver_merge import mark_candidates
+from runner.write.writer import ACTION
 
 TARGET = Target(
     path="t",

@@ -9,10 +9,10 @@ import pyarrow.compute as pc
 import pytest
 
 from runner.spec.model import MergerSpec
-from runner.table.bucket_merge import DELETE, MergeSettings
-from runner.table.field_merge import Merger, MergerError, load_merger, merge_fields
-from runner.table.meta import META_FIELDS, RECORD_KEY
-from runner.table.writer import ACTION
+from runner.storage.meta_columns import META_FIELDS, RECORD_KEY
+from runner.write.bucket_merge import DELETE, MergeSettings
+from runner.write.field_merge import Merger, MergerError, load_merger, merge_fields
+from runner.write.writer import ACTION
 
 SCHEMA = pa.schema(
     [
@@ -201,7 +201,7 @@ def test_a_merger_that_fails_or_returns_wrong_rows_is_named(kind, message):
 
 def test_a_merger_class_is_imported_only_when_named_and_must_subclass_merger(tmp_path):
     (tmp_path / "my_mergers.py").write_text(
-        "from runner.table.field_merge import Merger\n"
+        "from runner.write.field_merge import Merger\n"
         "class Keep(Merger):\n"
         "    def merge(self, stored, incoming):\n"
         "        return incoming\n"
@@ -238,7 +238,7 @@ def test_what_hudi_1_1_stores_for_its_partial_update_payloads(mode, expected):
 
 
 def test_a_merger_that_cannot_load_stops_the_run_before_spark_starts(tmp_path):
-    from runner.commands.run import run_pipeline
+    from runner.pipeline.run import run_pipeline
     from runner.spec import load_spec
     from tests.helpers import write_spec
 
@@ -255,3 +255,13 @@ def test_a_merger_that_cannot_load_stops_the_run_before_spark_starts(tmp_path):
     with pytest.raises(MergerError, match="cannot import absent_merger_module"):
         run_pipeline(load_spec(spec), spark=None)
     assert not (tmp_path / "table").exists()
+
+
+def test_a_merger_written_against_0_1_0s_import_path_still_loads_with_a_warning():
+    import importlib
+    import sys
+
+    sys.modules.pop("runner.table.field_merge", None)
+    with pytest.warns(DeprecationWarning, match="runner.write.field_merge"):
+        old = importlib.import_module("runner.table.field_merge")
+    assert old.Merger is Merger

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from runner.errors import UserError
-from runner.spec.hudi_import import import_streamer, parse_streamer_args, read_properties
+from runner.hudi.streamer_import import import_streamer, parse_streamer_args, read_properties
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "hudi"
 PAYLOAD = "org.apache.hudi.common.model."

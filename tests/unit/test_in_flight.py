@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from runner.table.in_flight import (
+from runner.storage.in_flight import (
     EXPIRES_SECONDS,
     IN_FLIGHT_DIR,
     RUNNER_DIR,
@@ -15,7 +15,7 @@ from runner.table.in_flight import (
     heartbeats,
     in_flight,
 )
-from runner.table.storage import TableLocation
+from runner.storage.location import TableLocation
 
 
 def test_a_heartbeat_lives_while_its_block_runs_and_leaves_no_directory(tmp_path):

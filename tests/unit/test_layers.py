@@ -17,16 +17,19 @@ RUNNER = Path(__file__).resolve().parents[2] / "runner"
 # Lowest first. Peers share a layer and may not import each other.
 LAYERS: list[tuple[str, ...]] = [
     ("runner", "runner.errors"),
-    ("runner.faults", "runner.spec", "runner.maven", "runner.user_code"),
+    ("runner.faults", "runner.hudi", "runner.maven", "runner.user_code"),
+    ("runner.spec",),
     ("runner.s3_connector",),
-    ("runner.logs", "runner.session", "runner.fields", "runner.worker_daemon"),
+    ("runner.logs", "runner.session", "runner.fields", "runner.worker_daemon", "runner.summary"),
     ("runner.keygen", "runner.index"),
-    ("runner.table",),
-    ("runner.sources",),
-    ("runner.ops",),
-    ("runner.commands", "runner.k8s"),
+    ("runner.storage",),
+    ("runner.delta",),
+    ("runner.write", "runner.sources"),
+    ("runner.services",),
+    ("runner.pipeline",),
+    ("runner.commands", "runner.k8s", "runner.table"),
     ("runner.cli",),
-    ("runner.__main__", "runner.k8s.driver"),  # entry points
+    ("runner.__main__", "runner.driver"),  # entry points
 ]
 
 

@@ -121,8 +121,8 @@ def test_every_closed_vocabulary_is_the_schemas_enum(path):
 
 
 def test_every_described_key_generator_has_its_class_and_schema_name():
+    from runner.hudi.keygen_types import HUDI_CLASSES, HUDI_TYPES, KEY_GENERATORS
     from runner.keygen import GENERATOR_CLASSES
-    from runner.spec.keygen_types import HUDI_CLASSES, HUDI_TYPES, KEY_GENERATORS
 
     assert set(GENERATOR_CLASSES) == set(KEY_GENERATORS)
     assert _schema_at("$defs/key_generator/properties/type")["enum"] == list(KEY_GENERATORS)

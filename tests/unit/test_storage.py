@@ -7,7 +7,7 @@ import pickle
 import pyarrow.fs as pafs
 
 from runner.spec.secrets import scrub
-from runner.table.storage import is_local, locate
+from runner.storage.location import is_local, locate
 
 ENV = {
     "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from runner.delta.directory import check_new_table_location, walk
 from runner.errors import UserError
-from runner.table.directory import check_new_table_location, walk
-from runner.table.storage import locate
+from runner.storage.location import locate
 
 RUNNER_FILE = "00000003-aaaa-bbbb-cccc-0123456789ab-0_1-2-0_20261123120000000.parquet"
 

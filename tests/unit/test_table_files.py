@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 from runner.index.layout import BucketLayout
 from runner.index.naming import data_file_name, new_file_id, parse_data_file_name
 from runner.sources.listing import FileCheckpoint, list_new_files
-from runner.table import parquet_file
-from runner.table.parquet_file import BucketFile, OpenFiles
+from runner.storage import parquet_file
+from runner.storage.parquet_file import BucketFile, OpenFiles
 
 
 def test_a_bucket_file_is_zstd_parquet_with_delta_statistics(tmp_path):

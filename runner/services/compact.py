@@ -1,0 +1,288 @@
+"""`runner compact`: fold each bucket's files and deletion vectors into one base file.
+
+On a MERGE_ON_READ table a bucket gathers delta files and deletion vectors run after run;
+readers pay for each. Compaction reads a bucket's live rows, sorts them by key and writes
+one new file of the bucket's file group; one Delta version removes the old files and adds
+the new ones (`dataChange: false`: no row changes, incremental readers skip it).
+
+A writer may commit to a bucket while compaction reads it. At commit, compaction looks at
+every bucket it folded again: a bucket whose files or deletion vectors changed meanwhile is
+dropped from this compaction (its new file deleted), so no delete is lost and no deleted
+row comes back; the other buckets are committed on top of the writer's version.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import structlog
+from pyspark.sql import SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from runner import faults
+from runner.delta.directory import require_files
+from runner.delta.log_entry import (
+    NewFile,
+    add_action,
+    check_log_writable,
+    commit_info,
+    now_ms,
+    publish,
+    remove_action,
+)
+from runner.delta.snapshot import DataFile, Group, TableSnapshot, open_table
+from runner.delta.table_config import check_table_settings
+from runner.errors import CommitConflictError, UserError
+from runner.index.naming import new_instant
+from runner.session import spark_session
+from runner.spec.model import CompactionSpec, PipelineSpec
+from runner.storage.in_flight import in_flight
+from runner.storage.location import writing
+from runner.summary import human_size
+from runner.write.compact_writer import BUCKETS_SCHEMA, CompactJob
+from runner.write.regroup_writer import REGROUP_RESULT_SCHEMA
+from runner.write.uncommitted import remove_files, remove_uncommitted
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class BucketState:
+    """A bucket's live files, and whether compaction is worth it."""
+
+    group: Group
+    files: tuple[DataFile, ...]
+
+    @property
+    def deleted_rows(self) -> int:
+        return sum(f.deleted_records for f in self.files)
+
+    @property
+    def stored_rows(self) -> int:
+        return sum(f.num_records for f in self.files)
+
+    def needs_compaction(self) -> bool:
+        return len(self.files) > 1 or self.deleted_rows > 0
+
+    def past(self, limits: CompactionSpec) -> bool:
+        return (
+            len(self.files) >= limits.max_delta_files
+            or self.deleted_rows > limits.max_deleted_fraction * self.stored_rows
+        )
+
+
+@dataclass
+class CompactSummary:
+    table: str
+    dry_run: bool
+    buckets: int = 0  # folded (or, dry run, to fold)
+    files_read: int = 0
+    bytes_read: int = 0
+    rows: int = 0  # live rows kept
+    deleted_rows: int = 0  # rows deletion vectors deleted, now gone from the files
+    files_written: int = 0
+    bytes_written: int = 0
+    buckets_dropped: list[str] = field(default_factory=list)  # changed by a writer meanwhile
+    version: int | None = None
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def render(self) -> str:
+        if not self.buckets and not self.buckets_dropped:
+            return f"{self.table}: nothing to compact (every bucket is one file, no deleted rows)"
+        verb = "would fold" if self.dry_run else "folded"
+        lines = [
+            f"{self.table}: {verb} {self.buckets} bucket(s): {self.files_read} file(s), "
+            f"{human_size(self.bytes_read)}, {self.rows:,} live and {self.deleted_rows:,} "
+            "deleted rows"
+        ]
+        if not self.dry_run:
+            head = (
+                f"committed version {self.version}"
+                if self.version is not None
+                else ("nothing committed")
+            )
+            lines.append(
+                f"  {head}: {self.files_written} file(s), {human_size(self.bytes_written)} "
+                f"written in {self.seconds:.1f}s"
+            )
+        if self.buckets_dropped:
+            lines.append(
+                f"  {len(self.buckets_dropped)} bucket(s) left as they are: a writer changed "
+                f"them during the compaction ({', '.join(self.buckets_dropped[:5])})"
+            )
+        return "\n".join(lines)
+
+
+def plan_compaction(
+    snapshot: TableSnapshot,
+    partitions: Sequence[str] = (),
+    limits: CompactionSpec | None = None,
+) -> list[BucketState]:
+    """The buckets to fold: every bucket with several files or deleted rows (in
+    `partitions` when given), or with `limits`, only those past a threshold."""
+    known = {f.partition_path for f in snapshot.files()}
+    unknown = [p for p in partitions if p not in known]
+    if unknown:
+        raise UserError(
+            f"--partition {', '.join(unknown)}: no such partition in {snapshot.uri} (its "
+            f"partitions: {', '.join(sorted(known)[:10]) or 'none'})"
+        )
+    buckets = [
+        BucketState(group, tuple(files))
+        for group, files in sorted(snapshot.files_by_group().items())
+        if not partitions or group[0] in partitions
+    ]
+    if limits is not None:
+        return [b for b in buckets if b.past(limits)]
+    return [b for b in buckets if b.needs_compaction()]
+
+
+def compact_table(
+    spec: PipelineSpec,
+    partitions: Sequence[str] = (),
+    dry_run: bool = False,
+    spark: SparkSession | None = None,
+    console_progress: bool = False,
+    only_due: bool = False,
+) -> CompactSummary:
+    """Plan from the Delta log; unless dry_run (or nothing to do), start Spark and fold.
+
+    `only_due`: only buckets past target.compaction's thresholds (the after-commit run)."""
+    target = spec.target
+    snapshot = open_table(target.path)
+    if snapshot is None:
+        raise UserError(f"no table at {target.path} yet: run the pipeline first")
+    check_table_settings(spec.file, target, snapshot.configuration)
+    buckets = plan_compaction(snapshot, partitions, target.compaction if only_due else None)
+    summary = CompactSummary(target.path, dry_run)
+    _count_inputs(summary, buckets)
+    log.info("compaction_planned", buckets=summary.buckets, files=summary.files_read)
+    if dry_run or not buckets:
+        return summary
+    check_log_writable(snapshot.location, "runner compact")  # before any work
+    spark = spark or spark_session(spec.spark, f"{spec.name}-compact", console_progress)
+    return run_compaction(spark, snapshot, buckets, summary)
+
+
+def _count_inputs(summary: CompactSummary, buckets: Sequence[BucketState]) -> None:
+    summary.buckets = len(buckets)
+    summary.files_read = sum(len(b.files) for b in buckets)
+    summary.bytes_read = sum(f.size for b in buckets for f in b.files)
+    summary.rows = sum(f.live_records for b in buckets for f in b.files)
+    summary.deleted_rows = sum(b.deleted_rows for b in buckets)
+
+
+def run_compaction(
+    spark: SparkSession,
+    snapshot: TableSnapshot,
+    buckets: list[BucketState],
+    summary: CompactSummary,
+) -> CompactSummary:
+    started = time.perf_counter()
+    instant = new_instant()
+    _count_inputs(summary, buckets)
+    rows = [
+        {
+            "partition_path": b.group[0],
+            "bucket": b.group[1],
+            "file_id": b.files[0].file_id,
+            "files": json.dumps(
+                [
+                    {
+                        "path": f.path,
+                        "deletionVector": f.deletion_vector.to_log() if f.deletion_vector else None,
+                    }
+                    for f in b.files
+                ]
+            ),
+        }
+        for b in buckets
+    ]
+    shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
+    frame = spark.createDataFrame(rows, from_arrow_schema(BUCKETS_SCHEMA))
+    frame = frame.repartition(max(1, min(len(rows), shuffle)))
+    job = CompactJob(snapshot.location, instant, snapshot.arrow_schema(), faults.requested())
+    with writing(snapshot.uri), in_flight(snapshot.location, instant, "compaction"):
+        try:
+            results = frame.mapInArrow(job, from_arrow_schema(REGROUP_RESULT_SCHEMA)).collect()
+            written = {(r.partition_path, r.bucket): r for r in results}
+            if sum(r.num_records for r in results) != summary.rows:
+                raise CommitConflictError(
+                    f"compaction wrote {sum(r.num_records for r in results)} rows for "
+                    f"{summary.rows} live rows read; nothing was committed"
+                )
+            faults.maybe_fail("before_commit")
+            summary.version = _commit(snapshot, buckets, written, summary, instant)
+        except BaseException:
+            remove_uncommitted(spark, snapshot.location, instant)
+            raise
+    summary.seconds = round(time.perf_counter() - started, 3)
+    log.info("compaction_done", **summary.to_dict())
+    return summary
+
+
+def _commit(
+    snapshot: TableSnapshot,
+    buckets: list[BucketState],
+    written: dict[Group, Any],
+    summary: CompactSummary,
+    instant: str,
+) -> int | None:
+    """One version: every folded bucket's files out, its new file in. Buckets a writer
+    changed since they were read are dropped (their new files removed), not committed."""
+    pending = {b.group: b for b in buckets}
+    require_files(snapshot.location, [r.path for r in written.values() if r.path], "compaction")
+    while pending:
+        now = now_ms()
+        new_files = [
+            NewFile(r.path, r.size, r.stats) for g, r in written.items() if g in pending and r.path
+        ]
+        actions = [
+            commit_info(
+                "OPTIMIZE",
+                {"operation": "compact", "instant": instant, "buckets": len(pending)},
+                now,
+            ),
+            *[remove_action(f, now, data_change=False) for b in pending.values() for f in b.files],
+            *[add_action(f, now, data_change=False) for f in new_files],
+        ]
+        if publish(snapshot.location, snapshot.version + 1, actions):
+            summary.files_written = len(new_files)
+            summary.bytes_written = sum(f.size for f in new_files)
+            _count_inputs(summary, list(pending.values()))
+            return snapshot.version + 1
+        latest = open_table(snapshot.location)
+        assert latest is not None
+        if latest.configuration != snapshot.configuration:
+            raise CommitConflictError(
+                f"the settings of {latest.uri} changed during the compaction (version "
+                f"{latest.version}); nothing was committed: run it again"
+            )
+        live = latest.files_by_group()
+        for group, bucket in list(pending.items()):
+            now_files = {(f.path, f.deletion_vector) for f in live.get(group, [])}
+            if now_files != {(f.path, f.deletion_vector) for f in bucket.files}:
+                del pending[group]
+                summary.buckets_dropped.append(f"{group[0] or '<root>'}#{group[1]}")
+                if written[group].path:
+                    remove_files(latest.location, [written[group].path])
+        log.info("compaction_commit_retry", on_version=latest.version, left=len(pending))
+        snapshot = latest
+    _count_inputs(summary, [])
+    return None
+
+
+def compact_if_due(spark: SparkSession, spec: PipelineSpec) -> CompactSummary | None:
+    """After a run's commit: fold the buckets past target.compaction's thresholds."""
+    target = spec.target
+    if target.table_type != "MERGE_ON_READ" or not target.compaction.after_commit:
+        return None
+    done = compact_table(spec, spark=spark, only_due=True)
+    return done if done.buckets else None

@@ -1,0 +1,55 @@
+"""Rows of parquet files read by their index in the file (what `_metadata.row_index` says in
+Spark): the bulk writer reads a source's rows itself so they need not cross the Arrow
+hand-off (runner/sources/file_rows.py says when it may)."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from runner.storage.location import local_path
+
+
+class ParquetRows:
+    """Rows of local parquet files by row index, read a row group at a time. A task gets
+    its rows in file order, so the last row group read is kept for the next call. Travels
+    to the executors with the write job, unused (its state is made there)."""
+
+    def __init__(self, columns: Sequence[str]):
+        self.columns = list(columns)
+        self._open: tuple[str, pq.ParquetFile, list[int]] | None = None  # uri, file, group starts
+        self._last: tuple[int, pa.Table] | None = None  # the last row group read
+
+    def take(self, uri: str, rows: pa.Array) -> pa.Table:
+        """The rows at the row indexes `rows` (in any order) of the file Spark names `uri`;
+        the row groups from the lowest index's to the highest's are read."""
+        try:
+            parquet, starts = self._file(uri)
+            first = bisect.bisect_right(starts, pc.min(rows).as_py()) - 1
+            last = bisect.bisect_right(starts, pc.max(rows).as_py()) - 1
+            groups = [self._group(parquet, g) for g in range(first, last + 1)]
+            return pa.concat_tables(groups).take(pc.subtract(rows, starts[first]))
+        except (OSError, pa.ArrowException) as exc:
+            # worded as Spark's own read failures, so the run names the file the same way
+            raise OSError(f"Encountered error while reading file {uri}\n{exc}") from exc
+
+    def _file(self, uri: str) -> tuple[pq.ParquetFile, list[int]]:
+        if self._open is None or self._open[0] != uri:
+            path = local_path(uri)
+            if path is None:
+                raise OSError(f"{uri} is not a local file")
+            parquet = pq.ParquetFile(path)
+            sizes = [parquet.metadata.row_group(g).num_rows for g in range(parquet.num_row_groups)]
+            starts = [0, *itertools.accumulate(sizes)][:-1]
+            self._open, self._last = (uri, parquet, starts), None
+        return self._open[1], self._open[2]
+
+    def _group(self, parquet: pq.ParquetFile, group: int) -> pa.Table:
+        if self._last is None or self._last[0] != group:
+            self._last = (group, parquet.read_row_group(group, columns=self.columns))
+        return self._last[1]

@@ -1,0 +1,193 @@
+"""The executor-side writers of a bucket expansion: stored rows into their new buckets' files.
+
+multiple_rehash (RehashJob): Spark reads only what the bucket function needs (the hash
+fields, plus each row's file and row index) and computes the new buckets; the task then
+reads each old bucket file whole with pyarrow and streams its rows into the files of its new
+buckets b, b+N, ... (at most k open). The table's rows never pass through Spark rows or a
+shuffle, like the merge handle of a write. overwrite (RegroupJob): the rows come shuffled and
+sorted by (partition path, new bucket), and each file is closed when its group ends.
+Rows are copied as they are: only `_bucket` changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from runner import faults
+from runner.delta.deletion_vectors import keep_mask
+from runner.delta.snapshot import DataFile, Group
+from runner.delta.spark_read import ROW_INDEX
+from runner.errors import RunnerError
+from runner.index.naming import data_file_path
+from runner.storage.location import TableLocation
+from runner.storage.meta_columns import BUCKET
+from runner.storage.parquet_file import OpenFiles, conform
+from runner.write.bucket_merge import run_bounds
+from runner.write.writer import split_groups, task_token
+
+FILE_HASH = "__runner_file_hash"  # a row's file, in a rehash (runner/services/expand.py)
+
+REGROUP_RESULT_SCHEMA = pa.schema(
+    [
+        pa.field("partition_path", pa.string()),
+        pa.field("bucket", pa.int32()),
+        pa.field("path", pa.string()),
+        pa.field("size", pa.int64()),
+        pa.field("num_records", pa.int64()),
+        pa.field("stats", pa.string()),
+    ]
+)
+
+
+class _Outputs:
+    """The open new-bucket files of a task, and the result row of each closed one."""
+
+    def __init__(
+        self,
+        table: TableLocation,
+        instant: str,
+        schema: pa.Schema,
+        file_ids: Mapping[Group, str],
+        fault: str | None,
+    ):
+        _, token = task_token()
+        fs, root = table.filesystem()
+        self.files = OpenFiles(
+            fs, root, schema, lambda g: data_file_path(g[0], file_ids[g], token, instant)
+        )
+        self.fs, self.root, self.schema, self.fault = fs, root, schema, fault
+        self.closed: set[Group] = set()
+
+    def write(self, group: Group, rows: pa.Table) -> None:
+        if group in self.closed:
+            raise RunnerError(
+                f"rows of bucket {group[1]} of {group[0]!r} arrived after its file was "
+                "closed; nothing was committed"
+            )
+        self.files.write(group, conform(rows, self.schema))
+
+    def close_all(self) -> Iterator[pa.RecordBatch]:
+        for (pp, bucket), rel, out in self.files.close_all():
+            self.closed.add((pp, bucket))
+            faults.maybe_fail("after_bucket_file", self.fault or "")
+            row = {
+                "partition_path": pp,
+                "bucket": bucket,
+                "path": rel,
+                "size": out.size,
+                "num_records": out.stats.rows,
+                "stats": out.stats.to_json(),
+            }
+            yield pa.RecordBatch.from_pylist([row], schema=REGROUP_RESULT_SCHEMA)
+
+
+@dataclass(frozen=True)
+class RehashJob:
+    """mapInArrow over (FILE_HASH, ROW_INDEX, _bucket) rows of old files.
+
+    `files` maps each old file's FILE_HASH (of its name, unique in a runner table: see
+    runner/services/expand.py file_hash) to the file. Rows a
+    deletion vector deletes are not read by Spark and not copied. The files of one old
+    bucket come one after the other (expansion_frame sorts by file when a bucket has
+    several), and write into the same open files of their new buckets.
+    """
+
+    table: TableLocation
+    instant: str
+    file_schema: pa.Schema
+    file_ids: dict[Group, str]
+    files: dict[int, DataFile]
+    fault: str | None = None
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        out = _Outputs(self.table, self.instant, self.file_schema, self.file_ids, self.fault)
+        current: int | None = None
+        old_bucket: Group | None = None  # the new files stay open while its files come
+        pieces: list[pa.RecordBatch] = []
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            hashes = batch.column(FILE_HASH)
+            for start, end in run_bounds(hashes):
+                name_hash = hashes[start].as_py()
+                if name_hash != current:
+                    if current is not None:
+                        old_bucket = yield from self._split_file(out, current, pieces, old_bucket)
+                    current, pieces = name_hash, []
+                pieces.append(batch.slice(start, end - start))
+        if current is not None:
+            yield from self._split_file(out, current, pieces, old_bucket)
+        yield from out.close_all()
+
+    def _split_file(
+        self,
+        out: _Outputs,
+        name_hash: int,
+        pieces: list[pa.RecordBatch],
+        old_bucket: Group | None,
+    ) -> Generator[pa.RecordBatch, None, Group]:
+        """Write one old file's live rows into its new buckets' files; those of the
+        previous old bucket are closed first. Returns the file's (old) bucket."""
+        stored = self.files.get(name_hash)
+        if stored is None:
+            raise RunnerError(
+                f"Spark read a file (name hash {name_hash}) that is not one of this expansion"
+            )
+        path = f"{out.root}/{stored.path}"  # in the table's file system, as pyarrow names it
+        keys = pa.Table.from_batches(pieces)
+        pp = stored.partition_path
+        if (stored.partition_path, stored.bucket) != old_bucket:
+            yield from out.close_all()
+        rows = pq.ParquetFile(path, filesystem=out.fs)
+        count = rows.metadata.num_rows
+        live = keep_mask(out.fs, out.root, stored.deletion_vector, count)
+        if keys.num_rows != int(live.sum()):
+            raise RunnerError(f"{path}: Spark read {keys.num_rows} of its {live.sum()} live rows")
+        # the new bucket of every live row, in file order, whatever order Spark gave them in
+        buckets = np.full(count, -1, dtype=np.int32)
+        buckets[keys.column(ROW_INDEX).to_numpy()] = keys.column(BUCKET).to_numpy()
+        if (buckets[live] < 0).any():
+            raise RunnerError(f"{path}: Spark did not read every live row of it once")
+        offset = 0
+        for batch in rows.iter_batches():
+            part = pa.Table.from_batches([batch])
+            kept = live[offset : offset + part.num_rows]
+            new_buckets = buckets[offset : offset + part.num_rows]
+            offset += part.num_rows
+            if not kept.all():
+                part, new_buckets = part.filter(pa.array(kept)), new_buckets[kept]
+            new = pa.array(new_buckets)
+            part = part.set_column(part.schema.get_field_index(BUCKET), BUCKET, new)
+            for bucket in pc.unique(new).to_pylist():
+                out.write((pp, bucket), part.filter(pc.equal(new, bucket)))
+        return (stored.partition_path, stored.bucket)
+
+
+@dataclass(frozen=True)
+class RegroupJob:
+    """mapInArrow over whole rows, shuffled and sorted by (partition path, new bucket)."""
+
+    table: TableLocation
+    instant: str
+    file_schema: pa.Schema
+    file_ids: dict[Group, str]
+    fault: str | None = None
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        out = _Outputs(self.table, self.instant, self.file_schema, self.file_ids, self.fault)
+        current: Group | None = None
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            for group, rows in split_groups(pa.Table.from_batches([batch])):
+                if group != current:
+                    yield from out.close_all()
+                    current = group
+                out.write(group, rows)
+        yield from out.close_all()
