@@ -1,4 +1,7 @@
-"""The run summary: printed at the end of a run and written by --summary-json."""
+"""The run summary: printed at the end of a run and written by --summary-json.
+
+Its fields are filled from the run's stages (runner/pipeline/figures.py says where each
+counter comes from); this module only holds and renders them."""
 
 from __future__ import annotations
 
@@ -14,17 +17,25 @@ SHOWN_SKIPPED = 5
 
 @dataclass
 class Stages:
-    """Wall-clock seconds per stage of a run, in the order the stages ran."""
+    """Wall-clock seconds per stage of a run, in the order the stages ran. A stage run
+    inside another (a re-merge inside the commit) is counted as itself only, so the
+    seconds add up to the run's time."""
 
     seconds: dict[str, float] = field(default_factory=dict)
+    _nested: list[float] = field(default_factory=list, repr=False)  # per open stage
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
         start = time.perf_counter()
+        self._nested.append(0.0)
         try:
             yield
         finally:
-            self.seconds[name] = round(self.seconds.get(name, 0.0) + time.perf_counter() - start, 3)
+            elapsed = time.perf_counter() - start
+            inner = self._nested.pop()
+            self.seconds[name] = round(self.seconds.get(name, 0.0) + elapsed - inner, 3)
+            if self._nested:
+                self._nested[-1] += elapsed
 
 
 @dataclass
@@ -79,8 +90,6 @@ class RunSummary:
         return asdict(self)
 
     def render(self) -> str:
-        total = sum(self.stage_seconds.values())
-        stages = "  ".join(f"{k} {v:.1f}s" for k, v in self.stage_seconds.items())
         if self.batch_already_committed:
             return (
                 f"{self.pipeline}: batch {self.batch_id} was already committed to {self.table}; "
@@ -92,13 +101,27 @@ class RunSummary:
                 if self.version is not None
                 else "; nothing to do"
             )
-            return f"{self.pipeline}: nothing new in {', '.join(self.sources)}{recorded} ({stages})"
+            return (
+                f"{self.pipeline}: nothing new in {', '.join(self.sources)}{recorded} "
+                f"({self._stage_times()})"
+            )
+        lines = self._write_lines() + self._merge_lines() + self._input_lines()
+        lines += self._after_commit_lines()
+        total = sum(self.stage_seconds.values())
+        lines.append(f"  time         {self._stage_times()}  (total {total:.1f}s)")
+        return "\n".join(lines)
+
+    def _stage_times(self) -> str:
+        return "  ".join(f"{k} {v:.1f}s" for k, v in self.stage_seconds.items())
+
+    def _write_lines(self) -> list[str]:
+        """What the commit holds: rows by outcome, files and bytes."""
         head = (
             f"committed version {self.version}"
             if self.version is not None
             else "nothing to commit (no row changed)"
         )
-        lines = [
+        return [
             f"{self.pipeline}: {self.operation} {head} of {self.table}",
             f"  instant      {self.instant}   run {self.run_id}",
             f"  rows read    {self.rows_read:,}",
@@ -112,6 +135,10 @@ class RunSummary:
             f"{self.partitions_touched} partition(s) "
             + ("rewritten" if self.table_type == "COPY_ON_WRITE" else "changed"),
         ]
+
+    def _merge_lines(self) -> list[str]:
+        """How the batch was merged: a change feed's events, deletion vectors, the place."""
+        lines = []
         if self.scd_type == 1:
             lines.append(
                 f"  changes      SCD type 1: {self.late_events:,} late event(s) skipped (the "
@@ -133,6 +160,11 @@ class RunSummary:
             lines.append(f"  rows from    {self.rows_from}")
         if self.merged_on:
             lines.append(f"  merged on    {self.merged_on}")
+        return lines
+
+    def _input_lines(self) -> list[str]:
+        """What the batch was read from: rejected rows, sources, checkpoints, skipped files."""
+        lines = []
         if self.rejected_by_rule:
             rules = ", ".join(f"{k} {v:,}" for k, v in sorted(self.rejected_by_rule.items()))
             lines.append(
@@ -149,6 +181,11 @@ class RunSummary:
             lines += [f"    {f['path']}: {f['reason']}" for f in self.files_skipped[:SHOWN_SKIPPED]]
             if len(self.files_skipped) > SHOWN_SKIPPED:
                 lines.append(f"    ... and {len(self.files_skipped) - SHOWN_SKIPPED} more")
+        return lines
+
+    def _after_commit_lines(self) -> list[str]:
+        """New columns, and the table services run after the commit."""
+        lines = []
         if self.columns_added:
             lines.append(f"  new columns  {', '.join(self.columns_added)}")
         if self.compaction:
@@ -165,8 +202,7 @@ class RunSummary:
             )
         if self.files_cleaned is not None:
             lines.append(f"  cleaned      {self.files_cleaned} file(s) no reader needs")
-        lines.append(f"  time         {stages}  (total {total:.1f}s)")
-        return "\n".join(lines)
+        return lines
 
 
 def _source_line(info: dict[str, Any]) -> str:

@@ -131,19 +131,20 @@ def assert_stale_writer_refused(stale: Any) -> None:
     commit a rewrite of one of the files it read: the layout changed under it."""
     import pytest
 
-    from runner.delta.commit import commit_files
+    from runner.delta.transaction import Commit, RunRule, commit
     from runner.errors import CommitConflictError
 
     some_file = stale.files()[0]
+    rewrite = Commit(
+        writer="run",
+        operation="WRITE",
+        metadata={"operation": "upsert"},
+        removed=(some_file,),
+        buckets=frozenset({(some_file.partition_path, some_file.bucket)}),
+        schema=stale.arrow_schema(),
+    )
     with pytest.raises(CommitConflictError, match=r"settings .* changed"):
-        commit_files(
-            stale,
-            stale.arrow_schema(),
-            [],
-            [some_file],
-            {(some_file.partition_path, some_file.bucket)},
-            {"operation": "upsert"},
-        )
+        commit(stale, rewrite, RunRule())
 
 
 # MERGE_ON_READ with thresholds no bucket reaches: every change goes through deletion vectors

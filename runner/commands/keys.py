@@ -15,11 +15,37 @@ from runner.errors import UserError
 from runner.hudi import properties as hudi_props
 from runner.index.layout import BucketLayout
 from runner.pipeline.key_columns import KEY_ERROR, add_key_columns
+from runner.session import spark_session
+from runner.spec import load_spec
 from runner.spec.keygen_settings import field_list, resolve_key_generator
-from runner.spec.model import IndexSpec, Target
+from runner.spec.model import IndexSpec, SparkSettings, Target
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY
 
 ORDER = "__runner_line"
+
+
+def key_lines(
+    spec: str | None,
+    properties: tuple[str, ...],
+    records: Path,
+    schema: str | None,
+    buckets: int | None,
+) -> Iterator[str]:
+    """`runner keys`: one JSON line per record, for a spec file or for Hudi properties
+    (-p; give one of the two). `buckets` previews another bucket count; with properties
+    and no count anywhere, the bucket is null."""
+    if spec:
+        pipeline = load_spec(spec)
+        target, settings, name = pipeline.target, pipeline.spark, pipeline.name
+        shown: int | None = buckets or target.index.buckets
+    else:
+        target, shown = target_from_properties(parse_properties(properties), buckets)
+        settings, name = SparkSettings(), "properties"
+    spark = spark_session(settings, f"{name}-keys", console_progress=False)
+    results = preview_keys(spark, target, records, schema, shown)
+    return render(
+        r if "error" in r or shown is not None else {**r, "bucket": None} for r in results
+    )
 
 
 def preview_keys(

@@ -1,4 +1,4 @@
-"""Delta log entries the runner writes itself, and how it publishes them.
+"""The actions of a Delta log entry the runner writes itself, and how it publishes one.
 
 delta-rs commits add and remove actions, but an `add` with a deletion vector and a commit
 that changes the configuration together with files are beyond its API. For those the runner
@@ -6,6 +6,8 @@ writes the JSON entry as the Delta protocol defines it and publishes it so that 
 that version exists: on a local or mounted file system as Delta's local log store does
 (a temporary file hard-linked to the version's name), on S3 as delta-rs does for its own
 commits (a put with `If-None-Match: *`, which the store refuses for an existing key).
+Which commit becomes such an entry, and in what order its actions come, is decided in one
+place: runner/delta/transaction.py.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import structlog
+from deltalake import DeltaTable
 
 from runner import faults
 from runner.delta.deletion_vectors import DeletionVector
@@ -184,6 +187,23 @@ def re_add_action(update: NewDeletionVector, now: int) -> dict[str, Any]:
     action = add_action(NewFile(f.path, f.size, json.dumps(stats)), now, data_change=True)
     action["add"]["deletionVector"] = update.deletion_vector.to_log()
     return action
+
+
+def metadata_action(table: DeltaTable, configuration: Mapping[str, str]) -> dict[str, Any]:
+    """The table's metaData as `table` has it (id, name, schema...), with `configuration`."""
+    meta = table.metadata()
+    return {
+        "metaData": {
+            "id": meta.id,
+            "name": meta.name,
+            "description": meta.description,
+            "format": {"provider": "parquet", "options": {}},
+            "schemaString": table.schema().to_json(),
+            "partitionColumns": list(meta.partition_columns),
+            "createdTime": meta.created_time,
+            "configuration": dict(configuration),
+        }
+    }
 
 
 def txn_action(app_id: str, now: int) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from runner.hudi.keygen_types import HUDI_CLASSES, HUDI_PACKAGE, HUDI_TYPES
@@ -94,9 +94,36 @@ def from_properties(
     """Structured values ('type', 'class', 'record_key', 'timestamp.output_format', ...) and
     problems as (property, message). Empty values mean unset, as Hudi's defaults are "" --
     except the partition path field, where "" means no partition."""
-    out: dict[str, Sourced] = {}
-    problems: list[tuple[str, str]] = []
+    reading = _Reading(props, problems=_unknown_properties(props))
+    _read_fields(reading)
+    _read_kind(reading)
+    _read_flags(reading)
+    encoding = _complex_encoding(reading.text, reading.problems)
+    if encoding is not None:
+        reading.out["complex_encoding"] = encoding
+    _check_parsers(reading)
+    _read_timebased(reading)
+    return reading.out, reading.problems
 
+
+@dataclass
+class _Reading:
+    """The properties being read, the structured values found so far and the problems."""
+
+    props: Mapping[str, Any]
+    out: dict[str, Sourced] = field(default_factory=dict)
+    problems: list[tuple[str, str]] = field(default_factory=list)
+
+    def text(self, prop: str) -> str | None:
+        """The property's value as text; None when unset or empty."""
+        if prop not in self.props or self.props[prop] is None:
+            return None
+        value = _text(self.props[prop]).strip()
+        return value or None
+
+
+def _unknown_properties(props: Mapping[str, Any]) -> list[tuple[str, str]]:
+    problems = []
     for prop in props:
         if prop in KNOWN:
             continue
@@ -111,16 +138,14 @@ def from_properties(
                 "supported hoodie.* properties)"
             )
         problems.append((prop, message))
+    return problems
 
-    def text(prop: str) -> str | None:
-        if prop not in props or props[prop] is None:
-            return None
-        value = _text(props[prop]).strip()
-        return value or None
 
-    rk = text(RECORD_KEY)
-    if RECORD_KEY in props and rk is None:
-        problems.append(
+def _read_fields(reading: _Reading) -> None:
+    """The record key and partition path fields."""
+    rk = reading.text(RECORD_KEY)
+    if RECORD_KEY in reading.props and rk is None:
+        reading.problems.append(
             (
                 RECORD_KEY,
                 "is empty: runner needs a record key "
@@ -128,19 +153,24 @@ def from_properties(
             )
         )
     if rk is not None:
-        out["record_key"] = Sourced(rk, RECORD_KEY)
-    if PARTITION_PATH in props:
-        out["partition_fields"] = Sourced(text(PARTITION_PATH) or "", PARTITION_PATH)
+        reading.out["record_key"] = Sourced(rk, RECORD_KEY)
+    if PARTITION_PATH in reading.props:
+        reading.out["partition_fields"] = Sourced(
+            reading.text(PARTITION_PATH) or "", PARTITION_PATH
+        )
 
+
+def _read_kind(reading: _Reading) -> None:
+    """The generator: a Hudi class or type, or the user's own class; class and type agree."""
     kind: Sourced | None = None
-    cls = text(KEYGEN_CLASS)
+    cls = reading.text(KEYGEN_CLASS)
     if cls is not None:
         if cls in HUDI_CLASSES:
             kind = Sourced(("type", HUDI_CLASSES[cls]), KEYGEN_CLASS)
         elif USER_CLASS_RE.match(cls):
             kind = Sourced(("class", cls), KEYGEN_CLASS)
         else:
-            problems.append(
+            reading.problems.append(
                 (
                     KEYGEN_CLASS,
                     f"unknown key generator class {cls!r}: runner implements Hudi's "
@@ -148,33 +178,38 @@ def from_properties(
                     "name your own as package.module:ClassName",
                 )
             )
-    typ = text(KEYGEN_TYPE)
+    typ = reading.text(KEYGEN_TYPE)
     if typ is not None:
         mapped = HUDI_TYPES.get(typ.upper())
         if mapped is None:
-            problems.append((KEYGEN_TYPE, f"{typ!r} is not one of: {', '.join(HUDI_TYPES)}"))
+            reading.problems.append(
+                (KEYGEN_TYPE, f"{typ!r} is not one of: {', '.join(HUDI_TYPES)}")
+            )
         elif kind is not None and kind.value != ("type", mapped):
-            problems.append(
+            reading.problems.append(
                 (KEYGEN_TYPE, f"{typ} contradicts {KEYGEN_CLASS}={cls}; give one of them")
             )
         elif kind is None:
             kind = Sourced(("type", mapped), KEYGEN_TYPE)
     if kind is not None:
-        out["kind"] = kind
+        reading.out["kind"] = kind
 
+
+def _read_flags(reading: _Reading) -> None:
+    """Hive-style and URL-encoded partition paths; the consistent logical timestamp, only
+    off."""
     for prop, key in ((HIVE_STYLE, "hive_style_partitioning"), (URL_ENCODE, "url_encode")):
-        value = text(prop)
+        value = reading.text(prop)
         if value is None:
             continue
         flag = _bool(value)
         if flag is None:
-            problems.append((prop, f"expected true or false, got {value!r}"))
+            reading.problems.append((prop, f"expected true or false, got {value!r}"))
         else:
-            out[key] = Sourced(flag, prop)
-
-    consistent = text(CONSISTENT_TIMESTAMP)
+            reading.out[key] = Sourced(flag, prop)
+    consistent = reading.text(CONSISTENT_TIMESTAMP)
     if consistent is not None and _bool(consistent) is not False:
-        problems.append(
+        reading.problems.append(
             (
                 CONSISTENT_TIMESTAMP,
                 "only false (Hudi's default) is supported: runner renders timestamp-typed key "
@@ -185,25 +220,30 @@ def from_properties(
             )
         )
 
-    encoding = _complex_encoding(text, problems)
-    if encoding is not None:
-        out["complex_encoding"] = encoding
 
+def _check_parsers(reading: _Reading) -> None:
     for prop in (DATETIME_PARSER, DATETIME_PARSER_OLD):
-        value = text(prop)
+        value = reading.text(prop)
         if value is not None and value != DEFAULT_DATETIME_PARSER:
-            problems.append((prop, f"only {DEFAULT_DATETIME_PARSER} (Joda patterns) is supported"))
+            reading.problems.append(
+                (prop, f"only {DEFAULT_DATETIME_PARSER} (Joda patterns) is supported")
+            )
 
+
+def _read_timebased(reading: _Reading) -> None:
+    """hoodie.keygen.timebased.*, else its old hoodie.deltastreamer.keygen.timebased.* name;
+    both given must agree."""
     for suffix, key in TIMEBASED_KEYS.items():
         new, old = TIMEBASED_PREFIX + suffix, TIMEBASED_OLD_PREFIX + suffix
-        new_value, old_value = text(new), text(old)
+        new_value, old_value = reading.text(new), reading.text(old)
         if new_value is not None and old_value is not None and new_value != old_value:
-            problems.append((old, f"{old_value!r} contradicts {new}={new_value!r}; give one"))
+            reading.problems.append(
+                (old, f"{old_value!r} contradicts {new}={new_value!r}; give one")
+            )
         elif new_value is not None:
-            out[f"timestamp.{key}"] = Sourced(new_value, new)
+            reading.out[f"timestamp.{key}"] = Sourced(new_value, new)
         elif old_value is not None:
-            out[f"timestamp.{key}"] = Sourced(old_value, old)
-    return out, problems
+            reading.out[f"timestamp.{key}"] = Sourced(old_value, old)
 
 
 def _complex_encoding(

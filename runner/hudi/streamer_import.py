@@ -171,45 +171,78 @@ def import_streamer(
     props: Mapping[str, str], flags: Mapping[str, str], transformers: Sequence[str]
 ) -> Imported:
     """The spec of a HoodieStreamer job; `props` already holds --hoodie-conf and --set."""
-    used: set[str] = set()
-    out = Imported({})
+    job = _Job(props, flags)
+    name = _table_name(job)
+    spec: dict[str, Any] = {"name": name, "description": f"Imported HoodieStreamer job {name}"}
+    spec["sources"] = [_source(job)]
+    if transformers:
+        sql_prop, sql = _transform_sql(transformers, job.streamer)
+        spec["transform"] = {"sql": sql}
+        job.out.mapped.append(
+            (sql_prop, f"transform.sql (<SRC> is the source's view, {SOURCE_NAME})")
+        )
+    spec["target"] = _target(job)
+    _command_line_notes(flags, job.out)
+    for key in sorted(props):
+        if key not in job.used:
+            job.out.skipped.append((key, _why_skipped(key)))
+    job.out.spec = spec
+    return job.out
 
-    def prop(*names: str) -> tuple[str, str] | None:
+
+class _Job:
+    """A HoodieStreamer job being read: its properties and flags, the properties read so
+    far (the others are listed as not imported), and the notes of the import."""
+
+    def __init__(self, props: Mapping[str, str], flags: Mapping[str, str]):
+        self.props = props
+        self.flags = flags
+        self.used: set[str] = set()
+        self.out = Imported({})
+
+    def prop(self, *names: str) -> tuple[str, str] | None:
         """The first of `names` set to a value; all of them count as read (empty: unset)."""
         found = None
         for name in names:
-            if name in props:
-                used.add(name)
-                if found is None and props[name].strip():
-                    found = (name, props[name].strip())
+            if name in self.props:
+                self.used.add(name)
+                if found is None and self.props[name].strip():
+                    found = (name, self.props[name].strip())
                 elif found is not None:
-                    out.skipped.append((name, f"{found[0]} is set too, and wins"))
+                    self.out.skipped.append((name, f"{found[0]} is set too, and wins"))
         return found
 
-    def streamer(suffix: str) -> tuple[str, str] | None:
+    def streamer(self, suffix: str) -> tuple[str, str] | None:
         """hoodie.streamer.SUFFIX, else its old name hoodie.deltastreamer.SUFFIX."""
-        return prop(f"hoodie.streamer.{suffix}", f"hoodie.deltastreamer.{suffix}")
+        return self.prop(f"hoodie.streamer.{suffix}", f"hoodie.deltastreamer.{suffix}")
 
-    def setting(flag_names: Sequence[str], *names: str) -> tuple[str, str] | None:
+    def setting(self, flag_names: Sequence[str], *names: str) -> tuple[str, str] | None:
         """The first of `flag_names` given, else the first property of `names`: on
         HoodieStreamer's command line a flag wins over the properties."""
-        found = prop(*names)
+        found = self.prop(*names)
         for flag in flag_names:
-            if flag in flags:
+            if flag in self.flags:
                 if found:
-                    out.skipped.append((found[0], f"{flag} wins (a flag overrides properties)"))
-                return flag, flags[flag]
+                    self.out.skipped.append(
+                        (found[0], f"{flag} wins (a flag overrides properties)")
+                    )
+                return flag, self.flags[flag]
         return found
 
-    # name: HoodieStreamer sets hoodie.table.name from --target-table
-    name_from = setting(["--target-table"], *TABLE_NAME_PROPS)
+
+def _table_name(job: _Job) -> str:
+    # HoodieStreamer sets hoodie.table.name from --target-table
+    name_from = job.setting(["--target-table"], *TABLE_NAME_PROPS)
     if name_from is None:
         raise UserError("no table name: give --target-table (or hoodie.table.name)")
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", name_from[1]).lstrip(".-") or "imported"
-    out.mapped.append((name_from[0], "name"))
+    job.out.mapped.append((name_from[0], "name"))
+    return name
 
-    # source
-    source_class = flags.get("--source-class", DEFAULT_SOURCE)
+
+def _source(job: _Job) -> dict[str, Any]:
+    """sources[0]: a DFS source's files, read incrementally as the source does."""
+    source_class = job.flags.get("--source-class", DEFAULT_SOURCE)
     fmt = SOURCE_FORMATS.get(source_class)
     if fmt is None:
         known = ", ".join(c.rsplit(".", 1)[1] for c in SOURCE_FORMATS)
@@ -217,7 +250,7 @@ def import_streamer(
             f"--source-class {source_class}: the runner imports the DFS sources ({known}); "
             "write the spec's sources by hand for this one (jdbc, delta and files are there)"
         )
-    root = streamer("source.dfs.root")
+    root = job.streamer("source.dfs.root")
     if root is None:
         raise UserError(
             "no source path: the DFS sources read hoodie.streamer.source.dfs.root "
@@ -229,113 +262,109 @@ def import_streamer(
         "path": root[1],
         "incremental": "new_files",
     }
-    out.mapped.append((f"--source-class {source_class.rsplit('.', 1)[1]}", "sources[0].format"))
+    job.out.mapped.append((f"--source-class {source_class.rsplit('.', 1)[1]}", "sources[0].format"))
     # Hudi's DFS sources read the files newer than their checkpoint: new_files
-    out.mapped.append((root[0], "sources[0].path, incremental: new_files"))
-    schema_file = streamer("schemaprovider.source.schema.file")
-    typed = bool(schema_file) or "--schemaprovider-class" in flags
+    job.out.mapped.append((root[0], "sources[0].path, incremental: new_files"))
+    schema_file = job.streamer("schemaprovider.source.schema.file")
+    typed = bool(schema_file) or "--schemaprovider-class" in job.flags
     if fmt == "csv":
-        options = {}
-        for key in sorted(props):
-            for prefix in ("hoodie.deltastreamer.csv.", "hoodie.streamer.csv."):
-                if key.startswith(prefix):
-                    used.add(key)
-                    option = key[len(prefix) :]
-                    if option == "inferSchema":
-                        out.skipped.append((key, "CsvDFSSource sets inferSchema itself"))
-                        continue
-                    options[option] = props[key]
-                    out.mapped.append((key, f"sources[0].options.{option}"))
-        if not typed:
-            # CsvDFSSource infers the column types without a schema provider; Spark's csv
-            # reader alone reads every column as a string (a string ordering field then)
-            options["inferSchema"] = "true"
-            out.mapped.append(
-                ("CsvDFSSource without a schema provider", "sources[0].options.inferSchema")
-            )
+        options = _csv_options(job, typed)
         if options:
             source["options"] = options
     if typed:
-        out.skipped.append(
+        job.out.skipped.append(
             (
                 schema_file[0] if schema_file else "--schemaprovider-class",
                 "Spark infers the source schema; give sources[0].schema (Spark DDL) to fix it",
             )
         )
+    return source
 
-    # transform
-    spec: dict[str, Any] = {"name": name, "description": f"Imported HoodieStreamer job {name}"}
-    spec["sources"] = [source]
-    if transformers:
-        sql_prop, sql = _transform_sql(transformers, streamer)
-        spec["transform"] = {"sql": sql}
-        out.mapped.append((sql_prop, f"transform.sql (<SRC> is the source's view, {SOURCE_NAME})"))
 
-    # target
+def _csv_options(job: _Job, typed: bool) -> dict[str, str]:
+    """CsvDFSSource's hoodie.streamer.csv.* properties as Spark's csv options."""
+    options = {}
+    for key in sorted(job.props):
+        for prefix in ("hoodie.deltastreamer.csv.", "hoodie.streamer.csv."):
+            if key.startswith(prefix):
+                job.used.add(key)
+                option = key[len(prefix) :]
+                if option == "inferSchema":
+                    job.out.skipped.append((key, "CsvDFSSource sets inferSchema itself"))
+                    continue
+                options[option] = job.props[key]
+                job.out.mapped.append((key, f"sources[0].options.{option}"))
+    if not typed:
+        # CsvDFSSource infers the column types without a schema provider; Spark's csv
+        # reader alone reads every column as a string (a string ordering field then)
+        options["inferSchema"] = "true"
+        job.out.mapped.append(
+            ("CsvDFSSource without a schema provider", "sources[0].options.inferSchema")
+        )
+    return options
+
+
+def _target(job: _Job) -> dict[str, Any]:
+    """The target: table, operation, merge settings, key generator, index, cleaning."""
     target: dict[str, Any] = {}
-    if "--target-base-path" not in flags:
+    if "--target-base-path" not in job.flags:
         raise UserError("no table path: give --target-base-path")
-    target["path"] = flags["--target-base-path"]
-    out.mapped.append(("--target-base-path", "target.path"))
-    table_type = setting(["--table-type"], "hoodie.datasource.write.table.type")
+    target["path"] = job.flags["--target-base-path"]
+    job.out.mapped.append(("--target-base-path", "target.path"))
+    table_type = job.setting(["--table-type"], "hoodie.datasource.write.table.type")
     if table_type:
         kind = table_type[1].upper()
         if kind not in ("COPY_ON_WRITE", "MERGE_ON_READ"):
             raise UserError(f"{table_type[0]} {kind}: use COPY_ON_WRITE or MERGE_ON_READ")
         target["table_type"] = kind
-        out.mapped.append((table_type[0], "target.table_type"))
-    op = flags.get("--op", "UPSERT").upper()
+        job.out.mapped.append((table_type[0], "target.table_type"))
+    op = job.flags.get("--op", "UPSERT").upper()
     if op not in OPERATIONS:
         raise UserError(
             f"--op {op} has no equivalent: the runner's operations are "
             f"{', '.join(OPERATIONS)} (and delete, for a batch of keys)"
         )
     target["operation"] = OPERATIONS[op]
-    out.mapped.append((f"--op {op}", "target.operation"))
-    prop("hoodie.datasource.write.operation")  # HoodieStreamer reads --op, not this
+    job.out.mapped.append((f"--op {op}", "target.operation"))
+    job.prop("hoodie.datasource.write.operation")  # HoodieStreamer reads --op, not this
+    _merge_settings(job, target)
+    key_props = {k: job.props[k] for k in job.props if _keygen_property(k)}
+    job.used.update(key_props)
+    if hudi_props.RECORD_KEY not in key_props:
+        raise UserError(
+            f"no record key: set {hudi_props.RECORD_KEY} (the runner does not generate keys)"
+        )
+    target["key_generator"] = {"properties": key_props}
+    job.out.mapped += [(k, "target.key_generator.properties") for k in key_props]
+    target["index"] = _index(job.prop, job.out)
+    retained = job.prop("hoodie.cleaner.commits.retained")
+    if retained:
+        target["cleaning"] = {"retain_commits": int(retained[1])}
+        job.out.mapped.append((retained[0], "target.cleaning.retain_commits"))
+    return target
 
-    ordering = setting(["--source-ordering-fields", "--source-ordering-field"], *ORDERING_PROPS)
+
+def _merge_settings(job: _Job, target: dict[str, Any]) -> None:
+    """precombine_field, merge_mode (runner/hudi/merge_names.py) and filter_dupes."""
+    ordering = job.setting(["--source-ordering-fields", "--source-ordering-field"], *ORDERING_PROPS)
     if ordering:
         target["precombine_field"] = ordering_field(ordering)
-        out.mapped.append(
+        job.out.mapped.append(
             (
                 ordering[0],
                 "target.precombine_field (a string column is refused by a run until its type "
                 "is declared, or target.precombine_string_order: true says text order is meant)",
             )
         )
-    target["merge_mode"] = merge_mode(setting, out, has_ordering=bool(ordering))
-    if flags.get("--filter-dupes") == "true":
+    target["merge_mode"] = merge_mode(job.setting, job.out, has_ordering=bool(ordering))
+    if job.flags.get("--filter-dupes") == "true":
         if target["operation"] == "upsert":
             raise UserError(
                 "--filter-dupes with --op UPSERT: HoodieStreamer refuses it too (updates "
                 "would be missed); use --op INSERT"
             )
         target["filter_dupes"] = True
-        out.mapped.append(("--filter-dupes", "target.filter_dupes"))
-
-    key_props = {k: props[k] for k in props if _keygen_property(k)}
-    used.update(key_props)
-    if hudi_props.RECORD_KEY not in key_props:
-        raise UserError(
-            f"no record key: set {hudi_props.RECORD_KEY} (the runner does not generate keys)"
-        )
-    target["key_generator"] = {"properties": key_props}
-    out.mapped += [(k, "target.key_generator.properties") for k in key_props]
-
-    target["index"] = _index(prop, out)
-    retained = prop("hoodie.cleaner.commits.retained")
-    if retained:
-        target["cleaning"] = {"retain_commits": int(retained[1])}
-        out.mapped.append((retained[0], "target.cleaning.retain_commits"))
-    spec["target"] = target
-
-    _command_line_notes(flags, out)
-    for key in sorted(props):
-        if key not in used:
-            out.skipped.append((key, _why_skipped(key)))
-    out.spec = spec
-    return out
+        job.out.mapped.append(("--filter-dupes", "target.filter_dupes"))
 
 
 def _keygen_property(key: str) -> bool:

@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from runner.spec.loader import dotted
+from runner.spec.located import dotted
 
 GROUP_VERSION = "sparkoperator.k8s.io/v1beta2"
 CRD_FILES = {

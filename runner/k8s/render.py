@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import re
+import shlex
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from typing import Any
 import yaml
 
 from runner.errors import UserError
+from runner.spec import load_spec
 from runner.spec.model import PipelineSpec, PodResources, SharedVolume
 from runner.spec.secrets import env_names
 
@@ -46,6 +49,35 @@ def spark_version() -> str:
     return metadata.version("pyspark")
 
 
+@dataclass(frozen=True)
+class Rendered:
+    """The manifests of one spec as YAML text, and the file name `--out DIR` writes."""
+
+    text: str
+    file_name: str
+
+    def write_into(self, directory: Path) -> Path:
+        target = directory / self.file_name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(self.text)
+        return target
+
+
+def render_spec_file(
+    spec_file: str, image: str, namespace: str | None, schedule: str | None
+) -> Rendered:
+    """`runner render SPEC`: the spec's manifests, headed by the command that renders them
+    again."""
+    spec = load_spec(spec_file, resolve_paths=False)  # the pods resolve ${env:NAME} in paths
+    command = ["runner", "render", spec_file, "--image", image]
+    command += ["--namespace", namespace] if namespace else []
+    command += ["--schedule", schedule] if schedule else []
+    docs = render_manifests(
+        spec, Path(spec_file).read_text(encoding="utf-8"), image, namespace, schedule
+    )
+    return Rendered(to_yaml(docs, shlex.join(command)), f"{k8s_name(spec.name)}.yaml")
+
+
 def render_manifests(
     spec: PipelineSpec,
     spec_text: str,
@@ -60,63 +92,19 @@ def render_manifests(
     k8s = spec.kubernetes
     check_shared_paths(yaml.safe_load(spec_text), k8s.volume)
     name = k8s_name(spec.name)
-    namespace = namespace or k8s.namespace
-    labels = {"app.kubernetes.io/name": "runner", "app.kubernetes.io/instance": name}
-    digest = hashlib.sha256(spec_text.encode()).hexdigest()
+    meta = {
+        "name": name,
+        "namespace": namespace or k8s.namespace,
+        "labels": {"app.kubernetes.io/name": "runner", "app.kubernetes.io/instance": name},
+        "annotations": {SPEC_HASH_ANNOTATION: hashlib.sha256(spec_text.encode()).hexdigest()},
+    }
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {
-            "name": f"{name}-spec",
-            "namespace": namespace,
-            "labels": labels,
-            "annotations": {SPEC_HASH_ANNOTATION: digest},
-        },
+        "metadata": {**meta, "name": f"{name}-spec"},
         "data": {file_name: spec_text},
     }
-    env = [
-        {"name": var, "valueFrom": {"secretKeyRef": {"name": k8s.secret, "key": var}}}
-        for var in env_names(yaml.safe_load(spec_text))
-    ]
-    mounts: list[dict[str, Any]] = []
-    volumes: list[dict[str, Any]] = [{"name": "spec", "configMap": {"name": f"{name}-spec"}}]
-    if k8s.volume:  # first: the spec file may be mounted inside it (at /work)
-        mounts.append({"name": "data", "mountPath": k8s.volume.mount_path})
-        volumes.append({"name": "data", "persistentVolumeClaim": {"claimName": k8s.volume.claim}})
-    mounts.append(
-        {
-            "name": "spec",
-            "mountPath": f"{WORK_DIR}/{file_name}",
-            "subPath": file_name,
-            "readOnly": True,
-        }
-    )
-    app_spec: dict[str, Any] = {
-        "type": "Python",
-        "mode": "cluster",
-        "image": image,
-        "imagePullPolicy": "IfNotPresent",
-        "sparkVersion": spark_version(),
-        "mainApplicationFile": MAIN_FILE,
-        "arguments": [f"{WORK_DIR}/{file_name}"],
-    }
-    if k8s.spark_conf:
-        app_spec["sparkConf"] = dict(sorted(k8s.spark_conf.items()))
-    app_spec["restartPolicy"] = _restart_policy(spec)
-    app_spec["volumes"] = volumes
-    # The hash on the pods is part of .spec: a changed spec is a changed application, which
-    # the operator submits again.
-    pod_annotations = {SPEC_HASH_ANNOTATION: digest}
-    app_spec["driver"] = {
-        **_pod(k8s.driver, labels, pod_annotations, env, mounts),
-        "serviceAccount": k8s.service_account,
-    }
-    app_spec["executor"] = {
-        **_pod(k8s.executor, labels, pod_annotations, env, mounts),
-        "instances": k8s.executor.instances,
-    }
-    meta = {"name": name, "namespace": namespace, "labels": labels}
-    meta["annotations"] = {SPEC_HASH_ANNOTATION: digest}
+    app_spec = _application(spec, spec_text, image, meta)
     if schedule is None:
         app = {"apiVersion": API_VERSION, "kind": "SparkApplication", "metadata": meta}
         return [config_map, {**app, "spec": app_spec}]
@@ -129,6 +117,58 @@ def render_manifests(
     }
     app = {"apiVersion": API_VERSION, "kind": "ScheduledSparkApplication", "metadata": meta}
     return [config_map, {**app, "spec": scheduled}]
+
+
+def _application(
+    spec: PipelineSpec, spec_text: str, image: str, meta: dict[str, Any]
+) -> dict[str, Any]:
+    """The SparkApplication's .spec: the image running the mounted spec file, its pods."""
+    k8s = spec.kubernetes
+    file_name = Path(spec.file).name
+    app_spec: dict[str, Any] = {
+        "type": "Python",
+        "mode": "cluster",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "sparkVersion": spark_version(),
+        "mainApplicationFile": MAIN_FILE,
+        "arguments": [f"{WORK_DIR}/{file_name}"],
+    }
+    if k8s.spark_conf:
+        app_spec["sparkConf"] = dict(sorted(k8s.spark_conf.items()))
+    app_spec["restartPolicy"] = _restart_policy(spec)
+    volumes, mounts = _volumes(k8s.volume, meta["name"], file_name)
+    app_spec["volumes"] = volumes
+    env = [
+        {"name": var, "valueFrom": {"secretKeyRef": {"name": k8s.secret, "key": var}}}
+        for var in env_names(yaml.safe_load(spec_text))
+    ]
+    # The hash on the pods is part of .spec: a changed spec is a changed application, which
+    # the operator submits again.
+    pod = _PodShared(meta["labels"], meta["annotations"], env, mounts)
+    app_spec["driver"] = {**_pod(k8s.driver, pod), "serviceAccount": k8s.service_account}
+    app_spec["executor"] = {**_pod(k8s.executor, pod), "instances": k8s.executor.instances}
+    return app_spec
+
+
+def _volumes(
+    volume: SharedVolume | None, name: str, file_name: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The pods' volumes and their mounts: the spec's ConfigMap and the shared volume."""
+    mounts: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = [{"name": "spec", "configMap": {"name": f"{name}-spec"}}]
+    if volume:  # first: the spec file may be mounted inside it (at /work)
+        mounts.append({"name": "data", "mountPath": volume.mount_path})
+        volumes.append({"name": "data", "persistentVolumeClaim": {"claimName": volume.claim}})
+    mounts.append(
+        {
+            "name": "spec",
+            "mountPath": f"{WORK_DIR}/{file_name}",
+            "subPath": file_name,
+            "readOnly": True,
+        }
+    )
+    return volumes, mounts
 
 
 def check_shared_paths(raw: dict[str, Any], volume: SharedVolume | None) -> None:
@@ -177,22 +217,26 @@ def _restart_policy(spec: PipelineSpec) -> dict[str, Any]:
     return policy
 
 
-def _pod(
-    resources: PodResources,
-    labels: dict[str, str],
-    annotations: dict[str, str],
-    env: list[dict[str, Any]],
-    mounts: list[dict[str, Any]],
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _PodShared:
+    """What the driver and the executors share: labels, annotations, env and mounts."""
+
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    env: list[dict[str, Any]]
+    mounts: list[dict[str, Any]]
+
+
+def _pod(resources: PodResources, shared: _PodShared) -> dict[str, Any]:
     pod: dict[str, Any] = {
         "cores": resources.cores,
         "memory": resources.memory,
-        "labels": labels,
-        "annotations": annotations,
+        "labels": shared.labels,
+        "annotations": shared.annotations,
     }
-    if env:
-        pod["env"] = env
-    pod["volumeMounts"] = mounts
+    if shared.env:
+        pod["env"] = shared.env
+    pod["volumeMounts"] = shared.mounts
     pod["securityContext"] = {
         "runAsNonRoot": True,
         "runAsUser": RUN_AS_USER,

@@ -4,7 +4,7 @@ Incoming rows are hash-partitioned by (partition path, bucket) and ranked per ke
 window: the greatest precombine value wins, ties go to the later input row. The window reuses
 that partitioning (the bucket is a function of the key), and its sort leaves each task's rows
 grouped by bucket and ordered by key, as the writer wants them. Stored rows are not shuffled:
-the writer reads each bucket's file next to its incoming rows (runner/write/writer.py).
+the writer reads each bucket's file next to its incoming rows (runner/write/stored_bucket.py).
 """
 
 from __future__ import annotations
@@ -31,9 +31,8 @@ from runner.storage.meta_columns import (
     RECORD_KEY,
 )
 from runner.write import bulk_writer
-from runner.write.bucket_merge import DELETE, SEQ, MergeSettings
+from runner.write.bucket_merge import ACTION, DELETE, SEQ, MergeSettings
 from runner.write.driver_merge import orderable
-from runner.write.writer import ACTION
 
 
 def merge_settings(target: Target) -> MergeSettings:

@@ -11,6 +11,10 @@ a symbolic link is never followed, whatever its name. Paths are compared in one 
 (`canonical`), so a file the log names `a//b` is the file a listing finds at `a/b`. The
 Delta log is not changed.
 
+Plan (`plan_clean`: the walk, the heartbeats and the log; nothing changed) and execute
+(`run_clean`: remove the planned files, then lapsed heartbeats) are separate steps;
+`clean_table` is the command's call and the run's after-commit step.
+
 delta-rs' `vacuum(full=True)` is not used: it deletes every file the log does not reference,
 whoever wrote it, and live deletion-vector files too. The runner's deletion vector files
 (`_deletion_vectors/<instant>/...`) are cleaned like its data files: removed once no kept
@@ -87,12 +91,26 @@ def _listed(paths: list[str]) -> list[str]:
     return lines
 
 
-def clean_table(
-    spec: PipelineSpec,
-    retain_commits: int | None = None,
-    min_age_hours: int | None = None,
-    dry_run: bool = False,
-) -> CleanSummary:
+@dataclass(frozen=True)
+class CleanPlan:
+    """What a clean would remove, and what it keeps and why, read from the table."""
+
+    location: TableLocation
+    version: int
+    kept_versions: tuple[int, ...]
+    doomed: tuple[StoredFile, ...]  # the runner's, unreferenced, old enough, not in flight
+    not_runners: tuple[str, ...]  # left alone: the runner did not write them
+    too_young: int  # the runner's, unreferenced, younger than min_age_hours: kept
+    in_flight_files: int  # the runner's, of a writer still running (its heartbeat): kept
+    in_flight: frozenset[str]  # the instants of writers in flight
+    lapsed: tuple[str, ...]  # instants of heartbeats no longer alive: removed with the files
+
+
+def plan_clean(
+    spec: PipelineSpec, retain_commits: int | None = None, min_age_hours: int | None = None
+) -> CleanPlan:
+    """The files to remove, from a walk of the table directory, the heartbeats and the log
+    (no file is changed)."""
     cleaning = spec.target.cleaning
     retain = retain_commits or cleaning.retain_commits
     min_age = cleaning.min_age_hours if min_age_hours is None else min_age_hours
@@ -105,39 +123,76 @@ def clean_table(
     # in flight below or done, and then its commit is in the log as read after both.
     stored = list(walk(location))
     beats = heartbeats(location)
-    in_flight = {beat.instant for beat in beats if beat.alive}
+    in_flight = frozenset(beat.instant for beat in beats if beat.alive)
     snapshot.table.update_incremental()
     version = snapshot.version
-    keep = list(range(max(0, version - retain + 1), version + 1))
-    needed = _referenced(location, keep)
+    keep = tuple(range(max(0, version - retain + 1), version + 1))
+    needed = _referenced(location, list(keep))
     young_after_ns = time.time_ns() - min_age * 3600 * 1_000_000_000
-    summary = CleanSummary(spec.target.path, version, keep, dry_run)
     doomed: list[StoredFile] = []
+    not_runners: list[str] = []
+    too_young = running = 0
     for found in stored:
         if canonical(found.path) in needed:
             continue
         if not found.written_by_runner:
-            summary.not_runners.append(found.path)
+            not_runners.append(found.path)
         elif found.instant in in_flight:
-            summary.in_flight += 1
+            running += 1
         elif found.mtime_ns is None or found.mtime_ns > young_after_ns:
-            summary.too_young += 1
+            too_young += 1
         else:
             doomed.append(found)
-    if not dry_run:
-        doomed = _remove(location, doomed)
-        for beat in beats:
-            if beat.instant not in in_flight:
-                remove_heartbeat(location, beat.instant)
-    summary.files = [f.path for f in doomed]
-    summary.bytes = sum(f.size for f in doomed)
+    return CleanPlan(
+        location=location,
+        version=version,
+        kept_versions=keep,
+        doomed=tuple(doomed),
+        not_runners=tuple(not_runners),
+        too_young=too_young,
+        in_flight_files=running,
+        in_flight=in_flight,
+        lapsed=tuple(beat.instant for beat in beats if beat.instant not in in_flight),
+    )
+
+
+def run_clean(plan: CleanPlan) -> list[StoredFile]:
+    """Remove the plan's files, then the heartbeats of writers no longer in flight; returns
+    the files actually removed."""
+    removed = _remove(plan.location, list(plan.doomed))
+    for instant in plan.lapsed:
+        remove_heartbeat(plan.location, instant)
+    return removed
+
+
+def clean_table(
+    spec: PipelineSpec,
+    retain_commits: int | None = None,
+    min_age_hours: int | None = None,
+    dry_run: bool = False,
+) -> CleanSummary:
+    """`runner clean` and the run's after-commit cleaning: plan, then unless dry_run remove."""
+    plan = plan_clean(spec, retain_commits, min_age_hours)
+    doomed = list(plan.doomed) if dry_run else run_clean(plan)
+    keep = list(plan.kept_versions)
+    summary = CleanSummary(
+        spec.target.path,
+        plan.version,
+        keep,
+        dry_run,
+        files=[f.path for f in doomed],
+        bytes=sum(f.size for f in doomed),
+        not_runners=list(plan.not_runners),
+        too_young=plan.too_young,
+        in_flight=plan.in_flight_files,
+    )
     log.info(
         "clean_done" if not dry_run else "clean_planned",
         files=len(summary.files),
         bytes=summary.bytes,
         kept_versions=f"{keep[0]}..{keep[-1]}",
         left_alone=len(summary.not_runners),
-        in_flight=sorted(in_flight),
+        in_flight=sorted(plan.in_flight),
     )
     return summary
 

@@ -5,10 +5,15 @@ readers pay for each. Compaction reads a bucket's live rows, sorts them by key a
 one new file of the bucket's file group; one Delta version removes the old files and adds
 the new ones (`dataChange: false`: no row changes, incremental readers skip it).
 
-A writer may commit to a bucket while compaction reads it. At commit, compaction looks at
-every bucket it folded again: a bucket whose files or deletion vectors changed meanwhile is
-dropped from this compaction (its new file deleted), so no delete is lost and no deleted
-row comes back; the other buckets are committed on top of the writer's version.
+A writer may commit to a bucket while compaction reads it. The commit goes through
+runner/delta/transaction.py under its CompactionRule: a bucket whose files or deletion
+vectors changed meanwhile is dropped from this compaction (its new file deleted), so no
+delete is lost and no deleted row comes back; the other buckets are committed on top of
+the writer's version.
+
+Plan (`plan_compaction`, from the Delta log, no Spark) and execute (`run_compaction`:
+the Spark job, then the commit) are separate steps; `compact_table` is the command's call
+and `compact_if_due` the run's after-commit step.
 """
 
 from __future__ import annotations
@@ -24,18 +29,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from runner import faults
-from runner.delta.directory import require_files
-from runner.delta.log_entry import (
-    NewFile,
-    add_action,
-    check_log_writable,
-    commit_info,
-    now_ms,
-    publish,
-    remove_action,
-)
+from runner.delta.log_entry import NewFile, check_log_writable
 from runner.delta.snapshot import DataFile, Group, TableSnapshot, open_table
 from runner.delta.table_config import check_table_settings
+from runner.delta.transaction import BucketClash, Commit, CompactionRule, Resolver, commit
 from runner.errors import CommitConflictError, UserError
 from runner.index.naming import new_instant
 from runner.session import spark_session
@@ -238,45 +235,38 @@ def _commit(
     """One version: every folded bucket's files out, its new file in. Buckets a writer
     changed since they were read are dropped (their new files removed), not committed."""
     pending = {b.group: b for b in buckets}
-    require_files(snapshot.location, [r.path for r in written.values() if r.path], "compaction")
-    while pending:
-        now = now_ms()
-        new_files = [
-            NewFile(r.path, r.size, r.stats) for g, r in written.items() if g in pending and r.path
-        ]
-        actions = [
-            commit_info(
-                "OPTIMIZE",
-                {"operation": "compact", "instant": instant, "buckets": len(pending)},
-                now,
+
+    def folding() -> Commit:
+        return Commit(
+            writer="compaction",
+            operation="OPTIMIZE",
+            metadata={"operation": "compact", "instant": instant, "buckets": len(pending)},
+            added=tuple(
+                NewFile(r.path, r.size, r.stats)
+                for g, r in written.items()
+                if g in pending and r.path
             ),
-            *[remove_action(f, now, data_change=False) for b in pending.values() for f in b.files],
-            *[add_action(f, now, data_change=False) for f in new_files],
-        ]
-        if publish(snapshot.location, snapshot.version + 1, actions):
-            summary.files_written = len(new_files)
-            summary.bytes_written = sum(f.size for f in new_files)
-            _count_inputs(summary, list(pending.values()))
-            return snapshot.version + 1
-        latest = open_table(snapshot.location)
-        assert latest is not None
-        if latest.configuration != snapshot.configuration:
-            raise CommitConflictError(
-                f"the settings of {latest.uri} changed during the compaction (version "
-                f"{latest.version}); nothing was committed: run it again"
-            )
-        live = latest.files_by_group()
-        for group, bucket in list(pending.items()):
-            now_files = {(f.path, f.deletion_vector) for f in live.get(group, [])}
-            if now_files != {(f.path, f.deletion_vector) for f in bucket.files}:
-                del pending[group]
-                summary.buckets_dropped.append(f"{group[0] or '<root>'}#{group[1]}")
-                if written[group].path:
-                    remove_files(latest.location, [written[group].path])
-        log.info("compaction_commit_retry", on_version=latest.version, left=len(pending))
-        snapshot = latest
-    _count_inputs(summary, [])
-    return None
+            removed=tuple(f for b in pending.values() for f in b.files),
+            buckets=frozenset(pending),
+            data_change=False,
+        )
+
+    def drop(clash: BucketClash) -> Commit | None:
+        for group in clash.buckets:
+            del pending[group]
+            summary.buckets_dropped.append(f"{group[0] or '<root>'}#{group[1]}")
+            if written[group].path:
+                remove_files(clash.latest.location, [written[group].path])
+        log.info("compaction_buckets_dropped", on_version=clash.latest.version, left=len(pending))
+        return folding() if pending else None
+
+    version = commit(snapshot, folding(), CompactionRule(), Resolver(drop)) if pending else None
+    if version is not None:
+        committed = folding()  # what is left in `pending` after drops
+        summary.files_written = len(committed.added)
+        summary.bytes_written = sum(f.size for f in committed.added)
+    _count_inputs(summary, list(pending.values()))
+    return version
 
 
 def compact_if_due(spark: SparkSession, spec: PipelineSpec) -> CompactSummary | None:

@@ -6,16 +6,24 @@ and written into its new buckets by that task: the table's rows never cross a sh
 overwrite (any N to any M): the rows are reshuffled by their new bucket.
 
 Either way the new files, the removal of the old ones and the new bucket counts are ONE
-Delta version (see table/layout_commit.py). A failure before it leaves the table as it was.
+Delta version: delta-rs has no call that commits a metaData action with files, so
+runner/delta/transaction.py writes that entry itself; its ExpansionRule moves it on top of
+another writer's commit only when that writer changed neither the metadata nor any file of
+the regrown partitions. Writers that read the old layout fail their own commit (the
+settings changed) and are told to run again. A failure before it leaves the table as it was.
+
+Plan (`plan_expansion`, from the Delta log, no Spark) and execute (`run_expansion`) are
+separate steps; `expand_table` is the command's call and `expand_if_due` the run's
+after-commit step.
 """
 
 from __future__ import annotations
 
-import difflib
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import structlog
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -23,22 +31,28 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from runner import faults, s3_connector
-from runner.delta.layout_commit import check_expandable, commit_relayout
 from runner.delta.log_entry import NewFile
 from runner.delta.snapshot import DataFile, TableSnapshot, open_table
 from runner.delta.spark_read import ROW_INDEX, SOURCE_FILE, read_files
 from runner.delta.table_config import check_table_settings
+from runner.delta.transaction import Commit, ExpansionRule, commit
 from runner.errors import RunnerError, UserError
 from runner.index.bucket import layout_bucket_column
-from runner.index.layout import PARTITION_BUCKETS, BucketLayout
+from runner.index.layout import PARTITION_BUCKETS
 from runner.index.naming import new_file_id, new_instant
+from runner.services.expansion_plan import (
+    ExpansionPlan,
+    buckets_over,
+    check_expandable,
+    layout_dict,
+    plan_expansion,
+)
 from runner.session import spark_session, under_spark_submit
 from runner.spec.model import PipelineSpec, Target
 from runner.storage.in_flight import in_flight
 from runner.storage.location import TableLocation, locate, writing
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY
 from runner.summary import human_size
-from runner.write import tombstones
 from runner.write.regroup_writer import (
     FILE_HASH,
     REGROUP_RESULT_SCHEMA,
@@ -49,7 +63,6 @@ from runner.write.uncommitted import remove_uncommitted
 
 log = structlog.get_logger(__name__)
 
-POLICIES = ("multiple_rehash", "overwrite")
 # Spark may split a large file between read tasks; a rehash needs each old bucket file read
 # whole by one task (its rows alone make up its new buckets). Files are split only when
 # longer than min(maxPartitionBytes, max(openCostInBytes, bytes per core)): raising both
@@ -57,89 +70,24 @@ POLICIES = ("multiple_rehash", "overwrite")
 _DEFAULT_MAX_PARTITION_BYTES = 128 << 20
 
 
-def _whole_file_reads(largest_file: int) -> dict[str, str]:
-    return {
+@contextmanager
+def _whole_file_reads(spark: SparkSession, largest_file: int) -> Iterator[None]:
+    """Spark's file reads set so that no file of up to `largest_file` bytes is split."""
+    settings = {
         "spark.sql.files.maxPartitionBytes": str(max(largest_file, _DEFAULT_MAX_PARTITION_BYTES)),
         "spark.sql.files.openCostInBytes": str(max(largest_file, 1)),
     }
-
-
-@dataclass(frozen=True)
-class PartitionChange:
-    partition_path: str
-    buckets_before: int
-    buckets_after: int
-    files: tuple[DataFile, ...]
-
-    @property
-    def rows(self) -> int:
-        return sum(f.live_records for f in self.files)
-
-    @property
-    def bytes(self) -> int:
-        return sum(f.size for f in self.files)
-
-
-@dataclass(frozen=True)
-class ExpansionPlan:
-    table: str
-    version: int
-    policy: str
-    layout_before: BucketLayout
-    layout_after: BucketLayout
-    changes: tuple[PartitionChange, ...]
-
-    @property
-    def files(self) -> list[DataFile]:
-        return [f for c in self.changes for f in c.files]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "table": self.table,
-            "version": self.version,
-            "policy": self.policy,
-            "buckets_before": _layout_dict(self.layout_before),
-            "buckets_after": _layout_dict(self.layout_after),
-            "partitions": [
-                {
-                    "partition": c.partition_path,
-                    "buckets_before": c.buckets_before,
-                    "buckets_after": c.buckets_after,
-                    "files_read": len(c.files),
-                    "rows": c.rows,
-                    "bytes_read": c.bytes,
-                }
-                for c in self.changes
-            ],
-            "files_read": len(self.files),
-            "bytes_read": sum(c.bytes for c in self.changes),
-            "rows": sum(c.rows for c in self.changes),
-            # the rows are copied, not changed: about as many bytes come out as go in
-            "bytes_written_estimate": sum(c.bytes for c in self.changes),
-            "shuffle": self.policy == "overwrite",
-        }
-
-    def render(self) -> str:
-        d = self.to_dict()
-        how = "a full reshuffle" if d["shuffle"] else "no shuffle: each old bucket split alone"
-        lines = [
-            f"expansion plan for {self.table} at version {self.version} ({self.policy}, {how})",
-            f"  buckets      {self.layout_before.describe()} -> {self.layout_after.describe()}",
-            f"  partitions   {len(self.changes)} regrown",
-        ]
-        for c in self.changes[:20]:
-            lines.append(
-                f"    {c.partition_path or '<table root>'}: {c.buckets_before} -> "
-                f"{c.buckets_after} buckets, {len(c.files)} file(s), {c.rows:,} rows, "
-                f"{human_size(c.bytes)}"
-            )
-        if len(self.changes) > 20:
-            lines.append(f"    ... and {len(self.changes) - 20} more")
-        lines.append(
-            f"  read         {d['files_read']} file(s), {human_size(d['bytes_read'])}; "
-            f"write about {human_size(d['bytes_written_estimate'])}"
-        )
-        return "\n".join(lines)
+    saved = {k: spark.conf.get(k, None) for k in settings}
+    try:
+        for key, value in settings.items():
+            spark.conf.set(key, value)
+        yield
+    finally:
+        for key, before in saved.items():
+            if before is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, before)
 
 
 @dataclass
@@ -174,84 +122,6 @@ class ExpandSummary:
         )
 
 
-def plan_expansion(
-    snapshot: TableSnapshot,
-    target: Target,
-    buckets: int | None,
-    policy: str | None = None,
-    partitions: Sequence[str] = (),
-) -> ExpansionPlan:
-    """What an expansion would do, from the Delta log alone (no Spark, nothing written).
-
-    `buckets` None means the spec's factor times each partition's current count.
-    """
-    expansion = target.index.expansion
-    policy = policy or (expansion.policy if expansion.policy != "none" else "multiple_rehash")
-    if policy not in POLICIES:
-        raise UserError(f"unknown expansion policy {policy!r}; use one of {', '.join(POLICIES)}")
-    check_expandable(snapshot.location)  # before any work
-    layout = BucketLayout.from_configuration(snapshot.configuration)
-    by_partition: dict[str, list[DataFile]] = {}
-    for f in snapshot.files():
-        by_partition.setdefault(f.partition_path, []).append(f)
-
-    whole_table = not partitions
-    chosen = sorted(by_partition) if whole_table else list(dict.fromkeys(partitions))
-    for pp in chosen:
-        if pp not in by_partition:
-            near = difflib.get_close_matches(pp, list(by_partition), n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
-            raise UserError(f"partition {pp!r} holds no data in {snapshot.uri}{hint}")
-
-    counts: dict[str, int] = {}
-    changes = []
-    for pp in chosen:
-        before = layout.count_for(pp)
-        after = buckets or before * expansion.factor
-        _check_counts(pp, before, after, policy)
-        counts[pp] = after
-        if after != before:
-            changes.append(PartitionChange(pp, before, after, tuple(by_partition[pp])))
-    if whole_table:
-        default = buckets or layout.default * expansion.factor
-        _check_counts("the table's default", layout.default, default, policy)
-        layout_after = layout.with_counts(counts, default=default)
-    else:
-        layout_after = layout.with_counts(counts)
-    if layout_after == layout:
-        raise UserError(f"nothing to do: {snapshot.uri} already has {layout.describe()}")
-    _refuse_tombstones(snapshot, changes)
-    return ExpansionPlan(
-        snapshot.uri, snapshot.version, policy, layout, layout_after, tuple(changes)
-    )
-
-
-def _refuse_tombstones(snapshot: TableSnapshot, changes: list[PartitionChange]) -> None:
-    """A change feed's table may remember deleted keys in its files' footers
-    (runner/write/tombstones.py); an expansion does not carry them into the new buckets
-    yet, and a late event could then bring a deleted key back."""
-    if "runner.cdc.sequence_by" not in snapshot.configuration:
-        return
-    fs, root = snapshot.location.filesystem()
-    paths = [f.path for change in changes for f in change.files]
-    if tombstones.held(fs, root, paths):
-        raise UserError(
-            f"{snapshot.uri} remembers deleted keys of its change feed (tombstones, kept "
-            "cdc.tombstone_hours) in the partitions to expand, and an expansion does not "
-            "carry them into the new buckets yet; expand once they have expired, or into "
-            "a new table"
-        )
-
-
-def _check_counts(where: str, before: int, after: int, policy: str) -> None:
-    if policy == "multiple_rehash" and (after < before or after % before):
-        raise UserError(
-            f"multiple_rehash splits each bucket into k buckets, so it grows {where} from "
-            f"{before} buckets only to a multiple of {before} (got {after}); "
-            f"use --policy overwrite to reshuffle into {after} buckets"
-        )
-
-
 def run_expansion(
     spark: SparkSession, snapshot: TableSnapshot, target: Target, plan: ExpansionPlan
 ) -> ExpandSummary:
@@ -260,64 +130,25 @@ def run_expansion(
     let_spark_read(spark, snapshot.location)
     summary = ExpandSummary(snapshot.uri, plan.policy, new_instant())
     summary.shuffle = plan.policy == "overwrite"
-    summary.buckets_after = _layout_dict(plan.layout_after)
+    summary.buckets_after = layout_dict(plan.layout_after)
     log.info("expansion_started", table=snapshot.uri, policy=plan.policy, instant=summary.instant)
-    files = plan.files
-    new_groups = [(c.partition_path, b) for c in plan.changes for b in range(c.buckets_after)]
-    file_ids = {g: new_file_id(g[1]) for g in new_groups}
-    schema, fault = snapshot.arrow_schema(), faults.requested()
-    if plan.policy == "multiple_rehash":
-        job: RehashJob | RegroupJob = RehashJob(
-            snapshot.location, summary.instant, schema, file_ids, files_by_hash(spark, files), fault
-        )
-    else:
-        job = RegroupJob(snapshot.location, summary.instant, schema, file_ids, fault)
-    read_conf = _whole_file_reads(max((f.size for f in files), default=0))
-    saved = {k: spark.conf.get(k, None) for k in read_conf}
+    job = _rewrite_job(spark, snapshot, plan, summary.instant)
+    # the commit moves on top of another writer's only if that one changed neither the
+    # table's metadata nor any file of the regrown partitions
+    rule = ExpansionRule(frozenset(c.partition_path for c in plan.changes))
     with writing(snapshot.uri), in_flight(snapshot.location, summary.instant, "expansion"):
         try:
-            for key, value in read_conf.items():
-                spark.conf.set(key, value)
-            frame = expansion_frame(spark, snapshot, target, plan)
-            results = frame.mapInArrow(job, from_arrow_schema(REGROUP_RESULT_SCHEMA)).collect()
-            added = [NewFile(r.path, r.size, r.stats) for r in results]
-            written_rows = sum(r.num_records for r in results)
-            if written_rows != sum(c.rows for c in plan.changes):
-                raise RunnerError(
-                    f"expansion wrote {written_rows} rows for {sum(c.rows for c in plan.changes)} "
-                    "read; nothing was committed"
-                )
+            added = _rewrite(spark, snapshot, target, plan, job)
             faults.maybe_fail("before_commit")
-            configuration = {
-                k: v for k, v in snapshot.configuration.items() if k != PARTITION_BUCKETS
-            } | plan.layout_after.to_configuration()
-            summary.version = commit_relayout(
-                snapshot,
-                configuration,
-                added,
-                files,
-                {c.partition_path for c in plan.changes},
-                {
-                    "operation": "expand",
-                    "policy": plan.policy,
-                    "instant": summary.instant,
-                    "buckets_before": _layout_dict(plan.layout_before),
-                    "buckets_after": _layout_dict(plan.layout_after),
-                    "files_read": len(files),
-                    "files_written": len(added),
-                },
+            summary.version = commit(
+                snapshot, _relayout(snapshot, plan, added, summary.instant), rule
             )
         except BaseException:
             remove_uncommitted(spark, snapshot.location, summary.instant)
             raise
-        finally:
-            for key, before in saved.items():
-                if before is None:
-                    spark.conf.unset(key)
-                else:
-                    spark.conf.set(key, before)
+    files = plan.files
     summary.partitions = len(plan.changes)
-    summary.rows = written_rows
+    summary.rows = sum(c.rows for c in plan.changes)  # as many as written: _rewrite checks
     summary.files_read = len(files)
     summary.bytes_read = sum(f.size for f in files)
     summary.files_written = len(added)
@@ -325,6 +156,67 @@ def run_expansion(
     summary.seconds = round(time.perf_counter() - started, 3)
     log.info("expansion_committed", **{k: v for k, v in summary.to_dict().items()})
     return summary
+
+
+def _rewrite_job(
+    spark: SparkSession, snapshot: TableSnapshot, plan: ExpansionPlan, instant: str
+) -> RehashJob | RegroupJob:
+    """What each writer task runs: a rehash splits old bucket files, an overwrite regroups
+    shuffled rows; each new bucket gets a new file group."""
+    new_groups = [(c.partition_path, b) for c in plan.changes for b in range(c.buckets_after)]
+    file_ids = {g: new_file_id(g[1]) for g in new_groups}
+    schema, fault = snapshot.arrow_schema(), faults.requested()
+    if plan.policy == "multiple_rehash":
+        by_hash = files_by_hash(spark, plan.files)
+        return RehashJob(snapshot.location, instant, schema, file_ids, by_hash, fault)
+    return RegroupJob(snapshot.location, instant, schema, file_ids, fault)
+
+
+def _rewrite(
+    spark: SparkSession,
+    snapshot: TableSnapshot,
+    target: Target,
+    plan: ExpansionPlan,
+    job: RehashJob | RegroupJob,
+) -> list[NewFile]:
+    """The Spark job: the plan's rows in their new bucket files, every row written once."""
+    with _whole_file_reads(spark, max((f.size for f in plan.files), default=0)):
+        frame = expansion_frame(spark, snapshot, target, plan)
+        results = frame.mapInArrow(job, from_arrow_schema(REGROUP_RESULT_SCHEMA)).collect()
+    written_rows = sum(r.num_records for r in results)
+    if written_rows != sum(c.rows for c in plan.changes):
+        raise RunnerError(
+            f"expansion wrote {written_rows} rows for {sum(c.rows for c in plan.changes)} "
+            "read; nothing was committed"
+        )
+    return [NewFile(r.path, r.size, r.stats) for r in results]
+
+
+def _relayout(
+    snapshot: TableSnapshot, plan: ExpansionPlan, added: list[NewFile], instant: str
+) -> Commit:
+    """The new bucket counts, the regrown partitions' old files out and the new ones in,
+    as one version that changes no row (runner/delta/transaction.py writes it)."""
+    configuration = {
+        k: v for k, v in snapshot.configuration.items() if k != PARTITION_BUCKETS
+    } | plan.layout_after.to_configuration()
+    return Commit(
+        writer="expansion",
+        operation="RUNNER EXPAND",
+        metadata={
+            "operation": "expand",
+            "policy": plan.policy,
+            "instant": instant,
+            "buckets_before": layout_dict(plan.layout_before),
+            "buckets_after": layout_dict(plan.layout_after),
+            "files_read": len(plan.files),
+            "files_written": len(added),
+        },
+        added=tuple(added),
+        removed=tuple(plan.files),
+        configuration=configuration,
+        data_change=False,
+    )
 
 
 def file_hash(path: Column) -> Column:
@@ -385,13 +277,12 @@ def expansion_frame(
     )
 
 
-def buckets_over(snapshot: TableSnapshot, max_bytes: int) -> list[str]:
-    """Partitions whose largest bucket file passes max_bytes: the automatic trigger."""
-    return sorted({f.partition_path for f in snapshot.files() if f.size > max_bytes})
+class SessionChoice(TypedDict, total=False):
+    """The Spark session a command's expansion uses: `spark` when given, else one it
+    starts (with Spark's console progress bar when `console_progress`)."""
 
-
-def _layout_dict(layout: BucketLayout) -> dict[str, Any]:
-    return {"default": layout.default, "partitions": dict(layout.partitions)}
+    spark: SparkSession
+    console_progress: bool
 
 
 def expand_table(
@@ -400,8 +291,7 @@ def expand_table(
     policy: str | None = None,
     partitions: Sequence[str] = (),
     dry_run: bool = False,
-    spark: SparkSession | None = None,
-    console_progress: bool = False,
+    **session: Unpack[SessionChoice],
 ) -> tuple[ExpansionPlan, ExpandSummary | None]:
     """`runner expand`: plan from the Delta log; unless dry_run, start Spark and do it."""
     target = spec.target
@@ -413,10 +303,10 @@ def expand_table(
     log.info("expansion_planned", **{k: v for k, v in plan.to_dict().items() if k != "partitions"})
     if dry_run:
         return plan, None
-    spark = spark or spark_session(
+    spark = session.get("spark") or spark_session(
         spec.spark,
         f"{spec.name}-expand",
-        console_progress,
+        session.get("console_progress", False),
         jars=table_reading_jars(snapshot.location),
     )
     return plan, run_expansion(spark, snapshot, target, plan)

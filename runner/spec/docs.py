@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from runner.spec.loader import schema_path
+from runner.spec.schema_check import schema_path
 
 HEADER = """\
 # Pipeline spec reference

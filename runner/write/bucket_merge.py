@@ -19,6 +19,9 @@ from runner.spec.model import FIELD_MERGE_MODES, CdcSpec, MergeMode, MergerSpec,
 from runner.storage.meta_columns import RECORD_KEY
 
 DELETE = "__runner_delete"
+# Spark's mark on each incoming row (runner/pipeline/winners.py): `candidate` for its key's
+# winner in the batch, `duplicate` for the others
+ACTION = "__runner_action"
 SEQ = "__runner_seq"  # a row's place in the batch: ties between a key's rows go to the later
 
 

@@ -1,12 +1,12 @@
-"""How the write stage writes a touched bucket: a strategy chosen by the table type.
+"""How the write stage writes the touched buckets: the table type's write handles, and what
+the commit reads from their result rows.
 
-Copy-on-write rewrites the bucket: the executor job merges the stored files with the
-batch's rows into a new file, and the commit removes the stored files of every bucket that
-changed. Merge-on-read keeps a bucket's files where it can: the rows the batch replaces or
-deletes get a deletion vector, the batch's rows go into a new delta file, and the commit
-re-adds each stored file that lost rows with its new deletion vector (small earlier delta
-files are folded into the new one and removed). A MERGE_ON_READ bucket
-with too many files or deleted rows is rewritten as copy-on-write would, in the same commit.
+`bucket_write(target)` picks the handles (runner/write/handles.py says which stored files
+each kind of bucket write replaces): copy-on-write rewrites every changed bucket; merge-on-
+read keeps a bucket's files where it can, with deletion vectors and a delta file, and
+rewrites it past the compaction limits. The commit removes the files `replaced_files`
+names (every file of a rewritten bucket, the delta files a merge-on-read bucket folded)
+and re-adds those `new_deletion_vectors` names with their new deletion vector.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import pyarrow as pa
 from pyspark.sql import Row
@@ -25,7 +24,13 @@ from runner.delta.snapshot import DataFile, Group
 from runner.spec.model import Target
 from runner.storage.location import TableLocation
 from runner.write.bucket_merge import MergeSettings
-from runner.write.writer import DeltaFileLimits, ExecutorJob, WriteJob
+from runner.write.handles import (
+    CopyOnWriteHandles,
+    DeltaFileLimits,
+    Handles,
+    MergeOnReadHandles,
+)
+from runner.write.writer import ExecutorJob, WriteJob
 
 
 @dataclass(frozen=True)
@@ -41,21 +46,18 @@ class WriteRequest:
     fault: str | None
 
 
-class BucketWrite(Protocol):
-    name: str
+@dataclass(frozen=True)
+class BucketWrite:
+    """The write of a table type: its handles, handed to each task's job."""
+
+    handles: Handles
+
+    @property
+    def name(self) -> str:
+        return self.handles.name
 
     def job(self, request: WriteRequest) -> ExecutorJob:
         """The function mapInArrow runs on the executors: one result row per bucket."""
-        ...
-
-
-class CopyOnWrite:
-    """Each changed bucket is rewritten whole into one new file, which replaces its files."""
-
-    name = "copy_on_write"
-    limits: DeltaFileLimits | None = None
-
-    def job(self, request: WriteRequest) -> ExecutorJob:
         return WriteJob(
             request.table,
             request.instant,
@@ -63,29 +65,18 @@ class CopyOnWrite:
             dict(request.file_ids),
             stored={g: list(files) for g, files in request.stored.items()},
             merge=request.merge,
+            handles=self.handles,
             fault=request.fault,
-            delta_files=self.limits,
         )
-
-
-class MergeOnRead(CopyOnWrite):
-    """Deletion vectors on the stored files and one delta file per changed bucket, unless
-    the bucket is past the compaction thresholds (then rewritten, as copy-on-write)."""
-
-    name = "merge_on_read"
-
-    def __init__(self, limits: DeltaFileLimits):
-        self.limits = limits
 
 
 def bucket_write(target: Target) -> BucketWrite:
-    """The strategy for the target's table type."""
+    """The write for the target's table type."""
     if target.table_type == "MERGE_ON_READ":
         compaction = target.compaction
-        return MergeOnRead(
-            DeltaFileLimits(compaction.max_delta_files, compaction.max_deleted_fraction)
-        )
-    return CopyOnWrite()
+        limits = DeltaFileLimits(compaction.max_delta_files, compaction.max_deleted_fraction)
+        return BucketWrite(MergeOnReadHandles(limits))
+    return BucketWrite(CopyOnWriteHandles())
 
 
 def replaced_files(

@@ -38,14 +38,8 @@ from runner.storage.meta_columns import (
 from runner.storage.parquet_file import OpenFiles, conform
 from runner.storage.parquet_rows import ParquetRows
 from runner.write.bucket_merge import run_bounds
-from runner.write.writer import (
-    RESULT_SCHEMA,
-    SeqNo,
-    group_order,
-    result_row,
-    split_groups,
-    task_token,
-)
+from runner.write.task import SeqNo, task_token
+from runner.write.writer import RESULT_SCHEMA, group_order, result_row, split_groups
 
 # The columns of the rows the job receives besides the key columns (ops/merge.py names them
 # so): a row's verdict, null to write it, else its fate (drop, quarantine, fail) and the

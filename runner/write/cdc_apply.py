@@ -1,9 +1,9 @@
 """A change feed's events applied to one bucket (target.cdc): SCD type 1 (each key's latest
 state) or type 2 (every version, with the sequence values it is valid between).
 
-Vectorized pyarrow and numpy over one bucket, used by the bucket writer
-(runner/write/writer.py) under copy-on-write and merge-on-read alike: the result replaces
-the stored rows of the keys the batch changes.
+Vectorized pyarrow and numpy over one bucket: the change-feed merge rule
+(runner/write/merge_rules.py) that every write handle calls alike (runner/write/handles.py);
+the result replaces the stored rows of the keys the batch changes.
 
 Each key's history is rebuilt from events, in sequence_by order:
 - the stored state as events: the live row (type 1) or every version (type 2: an upsert at
@@ -38,28 +38,101 @@ _ORDER = "__runner_order"  # among the batch's events at one sequence value: lat
 
 
 @dataclass(frozen=True)
+class ChangeFeed:
+    """What applying a change feed's events to a bucket needs besides the rows."""
+
+    cdc: CdcSpec
+    scd: ScdSpec
+    schema: pa.Schema  # the table's file schema
+    instant: str  # the commit's
+
+    @property
+    def history(self) -> bool:
+        """SCD type 2: every version is kept."""
+        return self.scd.type == 2
+
+
+@dataclass(frozen=True)
 class Applied:
     merge: BucketMerge
     tombstones: pa.Table  # the bucket's whole set after the batch
     tombstones_changed: bool
 
 
+@dataclass(frozen=True)
+class _Events:
+    """Each key's events in sequence order, and per event what the outcome turns on."""
+
+    table: pa.Table
+    from_batch: np.ndarray
+    deletes: np.ndarray
+    changed: np.ndarray  # the event's key has an event of the batch
+    prev_upsert: np.ndarray  # the key's event before it is an upsert
+    last: np.ndarray  # the key's last event
+
+    @classmethod
+    def of(cls, events: pa.Table) -> _Events:
+        keys = events.column(RECORD_KEY)
+        from_batch = _from_batch(events)
+        deletes = events.column(DELETE).to_numpy(zero_copy_only=False)
+        first = _starts(keys)
+        key_number = np.cumsum(first) - 1
+        changed_key = np.zeros(int(first.sum()), dtype=bool)
+        changed_key[key_number[from_batch]] = True
+        prev_upsert = np.zeros(events.num_rows, dtype=bool)
+        prev_upsert[1:] = ~first[1:] & ~deletes[:-1]
+        last = np.append(first[1:], True) if events.num_rows else first
+        return cls(events, from_batch, deletes, changed_key[key_number], prev_upsert, last)
+
+
 def apply_changes(
-    rows: pa.Table,
-    stored: pa.Table,
-    tombstones: pa.Table,
-    cdc: CdcSpec,
-    scd: ScdSpec,
-    schema: pa.Schema,
-    instant: str,
+    rows: pa.Table, stored: pa.Table, tombstones: pa.Table, feed: ChangeFeed
 ) -> Applied:
     """The bucket's new rows for the keys of `rows` (every event of the batch, DELETE set
-    on deletes), given `stored` (the live stored rows of those keys, in `schema`) and the
-    bucket's unexpired `tombstones`."""
-    seq = cdc.sequence_by
-    history = scd.type == 2
+    on deletes), given `stored` (the live stored rows of those keys, in the file schema)
+    and the bucket's unexpired `tombstones`."""
     in_batch = pc.is_in(tombstones.column(RECORD_KEY), value_set=rows.column(RECORD_KEY))
-    events = _events(rows, stored, tombstones.filter(in_batch), seq, scd if history else None)
+    ordered, duplicates, late = _ordered_events(rows, stored, tombstones.filter(in_batch), feed)
+    events = _Events.of(ordered)
+    if feed.history:
+        write, counts, remembered = _history(events, feed)
+    else:
+        write, counts, remembered = _latest_state(events, stored, feed.schema)
+    counts["late"] = late
+    counts["duplicate"] = duplicates
+    keys = ordered.column(RECORD_KEY)
+    changed_keys = pc.unique(pc.filter(keys, pa.array(events.changed)))
+    kept_tombstones = tombstones.filter(
+        pc.invert(pc.is_in(tombstones.column(RECORD_KEY), value_set=changed_keys))
+    )
+    fresh = ordered.filter(pa.array(remembered))
+    fresh = pa.table(
+        {
+            RECORD_KEY: fresh.column(RECORD_KEY),
+            tomb.SEQUENCE: fresh.column(feed.cdc.sequence_by),
+            tomb.DELETED_AT: pc.fill_null(fresh.column(tomb.DELETED_AT), feed.instant),
+        }
+    ).cast(tombstones.schema)
+    return Applied(
+        merge=BucketMerge(
+            pc.filter(changed_keys, pc.is_in(changed_keys, stored.column(RECORD_KEY))),
+            write,
+            counts,
+        ),
+        tombstones=pa.concat_tables([kept_tombstones, fresh]),
+        tombstones_changed=fresh.num_rows > 0 or kept_tombstones.num_rows < tombstones.num_rows,
+    )
+
+
+def _ordered_events(
+    rows: pa.Table, stored: pa.Table, tombstones: pa.Table, feed: ChangeFeed
+) -> tuple[pa.Table, int, int]:
+    """The stored state, the tombstones and the batch as events sorted by key and sequence,
+    one per (key, sequence value), late ones skipped unless the history keeps them, nulls
+    filled with ignore_null_updates; and how many of the batch's were duplicates, and late."""
+    seq = feed.cdc.sequence_by
+    scd = feed.scd if feed.history else None
+    events = _events(rows, stored, tombstones, seq, scd)
     events = events.take(
         pc.sort_indices(
             events,
@@ -75,71 +148,47 @@ def apply_changes(
     duplicates = _count(_from_batch(events) & ~kept)
     events = events.filter(pa.array(kept))
     late = _late(events, seq)
-    late_count = _count(late)
-    if not history:  # the table holds a newer state: a late event changes nothing
+    if scd is None:  # the table holds a newer state: a late event changes nothing
         events = events.filter(pa.array(~late))
-    if cdc.ignore_null_updates:
-        events = _fill_nulls(events, schema, {seq, *(scd.history_columns if history else ())})
+    if feed.cdc.ignore_null_updates:
+        skip = {seq, *(scd.history_columns if scd is not None else ())}
+        events = _fill_nulls(events, feed.schema, skip)
+    return events, duplicates, _count(late)
 
-    keys = events.column(RECORD_KEY)
-    from_batch = _from_batch(events)
-    deletes = events.column(DELETE).to_numpy(zero_copy_only=False)
-    first = _starts(keys)
-    key_number = np.cumsum(first) - 1
-    changed_key = np.zeros(int(first.sum()), dtype=bool)
-    changed_key[key_number[from_batch]] = True
-    changed = changed_key[key_number]  # the event's key has an event of the batch
-    prev_upsert = np.zeros(events.num_rows, dtype=bool)  # the key's event before: an upsert
-    prev_upsert[1:] = ~first[1:] & ~deletes[:-1]
-    last = np.append(first[1:], True) if events.num_rows else first  # the key's last event
 
-    if history:
-        write, closed = _versions(events, changed & ~deletes, last, scd, seq, instant, schema)
-        counts = {
-            "insert": _count(from_batch & ~deletes & ~prev_upsert),
-            "update": _count(from_batch & ~deletes & prev_upsert),
-            "deleted": _count(from_batch & deletes & prev_upsert),
-            "delete_missing": _count(from_batch & deletes & ~prev_upsert),
-            "closed": closed,
-        }
-        remembered = changed & deletes & ~prev_upsert  # a delete no version's end records
-    else:
-        final = changed & last
-        stored_rows = _rows_per_key(stored, keys)
-        had_row = stored_rows > 0
-        counts = {
-            "insert": _count(final & ~deletes & ~had_row),
-            "update": _count(final & ~deletes & had_row),
-            "deleted": int(stored_rows[final & deletes].sum()),
-            "delete_missing": _count(final & deletes & ~had_row),
-            "superseded": _count(from_batch & ~last),
-        }
-        write = conform(events.filter(pa.array(final & ~deletes)), schema)
-        remembered = final & deletes
-    counts["late"] = late_count
-    counts["duplicate"] = duplicates
+def _history(events: _Events, feed: ChangeFeed) -> tuple[pa.Table, dict[str, int], np.ndarray]:
+    """Type 2: the changed keys' versions, the counts, and the deletes to remember (those
+    no version's end records)."""
+    from_batch, deletes, prev_upsert = events.from_batch, events.deletes, events.prev_upsert
+    write, closed = _versions(events.table, events.changed & ~deletes, events.last, feed)
+    counts = {
+        "insert": _count(from_batch & ~deletes & ~prev_upsert),
+        "update": _count(from_batch & ~deletes & prev_upsert),
+        "deleted": _count(from_batch & deletes & prev_upsert),
+        "delete_missing": _count(from_batch & deletes & ~prev_upsert),
+        "closed": closed,
+    }
+    return write, counts, events.changed & deletes & ~prev_upsert
 
-    changed_keys = pc.unique(pc.filter(keys, pa.array(changed)))
-    kept_tombstones = tombstones.filter(
-        pc.invert(pc.is_in(tombstones.column(RECORD_KEY), value_set=changed_keys))
-    )
-    fresh = events.filter(pa.array(remembered))
-    fresh = pa.table(
-        {
-            RECORD_KEY: fresh.column(RECORD_KEY),
-            tomb.SEQUENCE: fresh.column(seq),
-            tomb.DELETED_AT: pc.fill_null(fresh.column(tomb.DELETED_AT), instant),
-        }
-    ).cast(tombstones.schema)
-    return Applied(
-        merge=BucketMerge(
-            pc.filter(changed_keys, pc.is_in(changed_keys, stored.column(RECORD_KEY))),
-            write,
-            counts,
-        ),
-        tombstones=pa.concat_tables([kept_tombstones, fresh]),
-        tombstones_changed=fresh.num_rows > 0 or kept_tombstones.num_rows < tombstones.num_rows,
-    )
+
+def _latest_state(
+    events: _Events, stored: pa.Table, schema: pa.Schema
+) -> tuple[pa.Table, dict[str, int], np.ndarray]:
+    """Type 1: each changed key's last event as its row (none after a delete), the counts,
+    and the deletes to remember."""
+    final = events.changed & events.last
+    deletes = events.deletes
+    stored_rows = _rows_per_key(stored, events.table.column(RECORD_KEY))
+    had_row = stored_rows > 0
+    counts = {
+        "insert": _count(final & ~deletes & ~had_row),
+        "update": _count(final & ~deletes & had_row),
+        "deleted": int(stored_rows[final & deletes].sum()),
+        "delete_missing": _count(final & deletes & ~had_row),
+        "superseded": _count(events.from_batch & ~events.last),
+    }
+    write = conform(events.table.filter(pa.array(final & ~deletes)), schema)
+    return write, counts, final & deletes
 
 
 def _events(
@@ -284,16 +333,11 @@ def _rows_per_key(stored: pa.Table, keys: pa.ChunkedArray) -> np.ndarray:
 
 
 def _versions(
-    events: pa.Table,
-    is_version: np.ndarray,
-    last: np.ndarray,
-    scd: ScdSpec,
-    seq: str,
-    instant: str,
-    schema: pa.Schema,
+    events: pa.Table, is_version: np.ndarray, last: np.ndarray, feed: ChangeFeed
 ) -> tuple[pa.Table, int]:
     """Type 2: the upserts of the changed keys as versions, each ending at its key's next
     event; and how many versions this batch closed (an end they did not have)."""
+    scd, seq, instant = feed.scd, feed.cdc.sequence_by, feed.instant
     values = events.column(seq).combine_chunks()
     following = pa.concat_arrays([values.slice(1), pa.nulls(1, values.type)])
     end = pc.if_else(pa.array(last), pa.nulls(len(values), values.type), following)
@@ -315,4 +359,4 @@ def _versions(
     )
     mask = pa.array(is_version)
     closed = int(pc.sum(pc.filter(newly_closed, mask)).as_py() or 0)
-    return conform(versions.filter(mask), schema), closed
+    return conform(versions.filter(mask), feed.schema), closed

@@ -26,7 +26,7 @@ from runner.storage.meta_columns import RECORD_KEY
 from runner.storage.parquet_file import BucketFile
 from runner.write import tombstones
 from runner.write.regroup_writer import REGROUP_RESULT_SCHEMA
-from runner.write.writer import task_token
+from runner.write.task import task_token
 
 BUCKETS_SCHEMA = pa.schema(
     [

@@ -20,8 +20,9 @@ import pyarrow.compute as pc
 
 from runner.delta.snapshot import Group
 from runner.storage.meta_columns import RECORD_KEY
-from runner.write.bucket_merge import SEQ
-from runner.write.writer import ACTION, ExecutorJob, driver_task, group_codes, split_groups
+from runner.write.bucket_merge import ACTION, SEQ
+from runner.write.task import driver_task
+from runner.write.writer import ExecutorJob, group_codes, split_groups
 
 _NAN_FIRST = "__runner_nan"  # sort helper: Spark orders NaN above every other number
 _GROUP = "__runner_group"  # sort helper: the row's (partition path, bucket) as one integer

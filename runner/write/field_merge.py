@@ -1,8 +1,9 @@
 """Merges that build a key's new row from fields of its stored and incoming rows, not by
 picking one of them whole: Hudi's partial-update payloads and the user's merger class.
 
-Vectorized pyarrow over one bucket, used by the bucket writer (runner/write/writer.py)
-under copy-on-write and merge-on-read alike: the result replaces the key's stored rows.
+Vectorized pyarrow over one bucket: the field-merge rule (runner/write/merge_rules.py)
+that every write handle calls alike (runner/write/handles.py); the result replaces the
+key's stored rows.
 
 The bucket's incoming rows arrive in runs of one key, each run newest first (greatest
 precombine value, nulls last, ties to the later input row): Spark sorts them so

@@ -29,7 +29,8 @@ from runner.storage.location import TableLocation
 from runner.storage.meta_columns import BUCKET
 from runner.storage.parquet_file import OpenFiles, conform
 from runner.write.bucket_merge import run_bounds
-from runner.write.writer import split_groups, task_token
+from runner.write.task import task_token
+from runner.write.writer import split_groups
 
 FILE_HASH = "__runner_file_hash"  # a row's file, in a rehash (runner/services/expand.py)
 

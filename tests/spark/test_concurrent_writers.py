@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from deltalake import DeltaTable
 
-from runner.delta import commit
+from runner.delta import transaction
 from runner.errors import CommitConflictError
 from runner.pipeline.run import run_pipeline
 from runner.spec import load_spec
@@ -44,7 +44,7 @@ def _race(monkeypatch, spark, tmp_path, *other_batches: pd.DataFrame) -> None:
     other_dir = tmp_path / "other"
     other_dir.mkdir()
     other = write_spec(other_dir, {**TARGET, "path": str(tmp_path / "table")}, name="other")
-    real = commit._commit_once
+    real = transaction._commit_with_delta_rs
     pending = list(other_batches)
     racing_now = []
 
@@ -58,7 +58,7 @@ def _race(monkeypatch, spark, tmp_path, *other_batches: pd.DataFrame) -> None:
                 racing_now.clear()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(commit, "_commit_once", racing)
+    monkeypatch.setattr(transaction, "_commit_with_delta_rs", racing)
 
 
 def _orphans(table) -> set[str]:

@@ -13,7 +13,8 @@ from runner.delta.snapshot import open_table
 from runner.errors import UserError
 from runner.index.naming import parse_data_file_name
 from runner.pipeline.run import run_pipeline
-from runner.services.expand import expand_table, expansion_frame, plan_expansion
+from runner.services.expand import expand_table, expansion_frame
+from runner.services.expansion_plan import plan_expansion
 from runner.spec import load_spec
 from tests.helpers import (
     assert_stale_writer_refused,

@@ -15,7 +15,7 @@ from deltalake import DeltaTable
 
 from runner.commands.inspect import inspect_table
 from runner.commands.read import read_rows
-from runner.delta import commit
+from runner.delta import transaction
 from runner.delta.snapshot import open_table
 from runner.delta.spark_read import read_table as spark_read_table
 from runner.errors import TableMismatchError
@@ -192,7 +192,7 @@ def _race(monkeypatch, spark, tmp_path, frame):
     other_dir = tmp_path / "other"
     other_dir.mkdir()
     other = write_spec(other_dir, {**_target(), "path": str(tmp_path / "table")}, name="other")
-    real = commit._publish_entry
+    real = transaction._publish_entry
     pending = [frame]
 
     def racing(*args, **kwargs):
@@ -201,7 +201,7 @@ def _race(monkeypatch, spark, tmp_path, frame):
             run_pipeline(load_spec(other), spark=spark)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(commit, "_publish_entry", racing)
+    monkeypatch.setattr(transaction, "_publish_entry", racing)
 
 
 def test_two_writers_adding_deletion_vectors_to_one_file_lose_no_delete(

@@ -24,7 +24,8 @@ from runner.index.naming import parse_data_file_name
 from runner.pipeline.run import run_pipeline
 from runner.services.clean import clean_table
 from runner.services.compact import compact_table
-from runner.services.expand import expand_table, plan_expansion, run_expansion
+from runner.services.expand import expand_table, run_expansion
+from runner.services.expansion_plan import plan_expansion
 from runner.spec import load_spec
 from runner.storage.location import locate
 from tests.helpers import assert_stale_writer_refused, read_table, write_batch, write_spec

@@ -9,11 +9,11 @@ import polars as pl
 import pytest
 
 from runner.delta.spark_read import read_table as spark_read_table
-from runner.pipeline import run as run_command
+from runner.pipeline import judge as judge_stage
 from runner.pipeline import winners as merge_ops
 from runner.pipeline.run import run_pipeline
 from runner.spec import load_spec
-from runner.write import writer
+from runner.write import stored_bucket
 from tests.delta_spark import delta_spark_ready, read_with_delta_spark
 from tests.helpers import (
     NEVER_REWRITE,
@@ -111,10 +111,10 @@ def test_large_batches_and_buckets_take_their_own_paths_to_the_same_table(
         counted.append(1)
         return touched_groups(judged)
 
-    touched_groups = run_command._touched_groups
-    monkeypatch.setattr(run_command, "_touched_groups", counting_job)
+    touched_groups = judge_stage.touched_groups
+    monkeypatch.setattr(judge_stage, "touched_groups", counting_job)
     monkeypatch.setattr(merge_ops, "ONE_PASS_MAX_BYTES", 0)
-    monkeypatch.setattr(writer, "WHOLE_READ_MAX_BYTES", 0)
+    monkeypatch.setattr(stored_bucket, "WHOLE_READ_MAX_BYTES", 0)
     _check_random_sequence(spark, tmp_path, "COPY_ON_WRITE", "driver")
     assert len(counted) == 5  # every run but the bulk_insert
 

@@ -12,7 +12,7 @@ from runner.storage.meta_columns import META_FIELDS, RECORD_KEY
 from runner.storage.parquet_file import BucketFile, conform
 from runner.write import tombstones
 from runner.write.bucket_merge import DELETE
-from runner.write.cdc_apply import apply_changes
+from runner.write.cdc_apply import ChangeFeed, apply_changes
 
 SCD1 = pa.schema([*META_FIELDS, ("name", pa.string()), ("lsn", pa.int64())])
 SCD2 = pa.schema(
@@ -40,7 +40,7 @@ def _apply(schema, batch, stored, remembered=None, scd=1, nulls=False):
     remembered = (
         remembered if remembered is not None else tombstones.schema(pa.int64()).empty_table()
     )
-    return apply_changes(batch, stored, remembered, cdc, ScdSpec(type=scd), schema, NOW)
+    return apply_changes(batch, stored, remembered, ChangeFeed(cdc, ScdSpec(type=scd), schema, NOW))
 
 
 def test_type_1_skips_late_events_and_remembers_deletes():

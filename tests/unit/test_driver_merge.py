@@ -19,9 +19,8 @@ from runner.pipeline.quality import FATE, RULE
 from runner.pipeline.winners import split_verdicts, why_not_on_driver
 from runner.spec.model import DriverMergeSpec, IndexSpec, KeyGenSpec, Target
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY
-from runner.write.bucket_merge import SEQ
+from runner.write.bucket_merge import ACTION, SEQ
 from runner.write.driver_merge import mark_candidates
-from runner.write.writer import ACTION
 
 TARGET = Target(
     path="t",

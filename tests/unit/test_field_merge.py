@@ -10,9 +10,8 @@ import pytest
 
 from runner.spec.model import MergerSpec
 from runner.storage.meta_columns import META_FIELDS, RECORD_KEY
-from runner.write.bucket_merge import DELETE, MergeSettings
+from runner.write.bucket_merge import ACTION, DELETE, MergeSettings
 from runner.write.field_merge import Merger, MergerError, load_merger, merge_fields
-from runner.write.writer import ACTION
 
 SCHEMA = pa.schema(
     [

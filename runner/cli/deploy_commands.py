@@ -1,0 +1,143 @@
+"""The commands that deploy the runner: render (Kubernetes manifests, or their offline
+check), fetch-jars (Spark's S3 connector), and the hidden driver and executor commands that
+the image's pods run."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from runner.errors import UserError
+
+
+@click.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--image", help="Container image of the runner (see the Dockerfile).")
+@click.option("--namespace", help="Namespace of the objects (default: kubernetes.namespace).")
+@click.option("--schedule", metavar="CRON", help="Render a ScheduledSparkApplication.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    help="Write DIR/<name>.yaml instead of printing.",
+)
+@click.option("--check", is_flag=True, help="Check manifest FILES against the CRD schemas.")
+def render(
+    files: tuple[str, ...],
+    image: str | None,
+    namespace: str | None,
+    schedule: str | None,
+    out: str | None,
+    check: bool,
+) -> None:
+    """Kubernetes manifests for a spec, or an offline check of manifests.
+
+    \b
+      runner render SPEC.yaml --image IMAGE [--namespace NS] [--schedule CRON] [--out DIR]
+      runner render --check FILE.yaml ...
+
+    Prints a ConfigMap holding the spec file and a spark-operator SparkApplication (a
+    ScheduledSparkApplication with --schedule) that runs it, resources and settings from
+    the spec's `kubernetes:` block. Each ${env:NAME} of the spec becomes an environment
+    variable from the Secret kubernetes.secret, key NAME. Same input, same output bytes.
+
+    With --check, validates each document against the spark-operator CRD schemas with
+    unknown fields refused, prints FILE: document N (Kind/name): field: problem, and exits
+    2 on any problem. Needs no cluster and starts no JVM.
+    """
+    if check:
+        if image or namespace or schedule or out:
+            raise click.UsageError("--check takes manifest files only")
+        _check_manifests(files)
+        return
+    if len(files) != 1:
+        raise click.UsageError("give one SPEC to render (or --check FILE...)")
+    if not image:
+        raise click.UsageError("--image is required to render a spec")
+    from runner.k8s.render import render_spec_file
+
+    rendered = render_spec_file(files[0], image, namespace, schedule)
+    if out is None:
+        click.echo(rendered.text, nl=False)
+        return
+    click.echo(f"wrote {rendered.write_into(Path(out))}")
+
+
+def _check_manifests(files: tuple[str, ...]) -> None:
+    from runner.k8s.check import check_file
+
+    bad = 0
+    for path in files:
+        report = check_file(path)
+        for problem in report.problems:
+            click.echo(str(problem))
+        if report.skipped:
+            click.echo(f"{path}: not checked (no schema here): {', '.join(report.skipped)}")
+        if report.problems:
+            bad += 1
+        elif report.checked:
+            click.echo(f"{path}: ok ({', '.join(report.checked)})")
+    if bad:
+        click.echo(f"{bad} of {len(files)} file(s) invalid", err=True)
+        sys.exit(2)
+
+
+@click.command("fetch-jars")
+@click.option(
+    "--into",
+    type=click.Path(file_okay=False),
+    help="Also copy them into DIR (docker/jars for an image build).",
+)
+@click.option("--check", is_flag=True, help="Only say whether Spark has them; fetch nothing.")
+def fetch_jars(into: str | None, check: bool) -> None:
+    """Fetch Spark's S3 connector (hadoop-aws and its AWS SDK bundle) from Maven Central.
+
+    Spark needs it to read sources on s3:// and to expand tables there. The jars (about
+    550 MB) go into the jar cache (~/.cache/runner/jars; RUNNER_JAR_CACHE moves it), where
+    every later run finds them. Needs `mvn`. An image built after `runner fetch-jars
+    --into docker/jars` has them on Spark's classpath.
+    """
+    from runner import s3_connector
+
+    what = s3_connector.describe()
+    if check:
+        if s3_connector.on_spark_classpath():
+            click.echo(f"{what}: on Spark's classpath ({s3_connector.spark_jar_dir()})")
+            return
+        found = s3_connector.connector_jars()
+        if found is None:
+            raise UserError(f"{what}: not fetched yet; run `runner fetch-jars`")
+        click.echo(f"{what}: {', '.join(found)}")
+        return
+    cached = s3_connector.connector_jars() is not None
+    if not cached:
+        click.echo(f"fetching {what} from Maven Central (about 550 MB)...", err=True)
+    for jar in s3_connector.fetch(Path(into) if into else None):
+        click.echo(jar)
+
+
+_POD_ARGS = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
+
+
+@click.command(hidden=True, context_settings=_POD_ARGS)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def driver(args: tuple[str, ...]) -> None:
+    """Spark's driver pod on Kubernetes: spark-submit in client mode (Spark passes ARGS)."""
+    from runner.k8s.pod import driver_command
+
+    command = driver_command(list(args), os.environ)
+    os.execv(command[0], command)
+
+
+@click.command(hidden=True, context_settings=_POD_ARGS)
+def executor() -> None:
+    """Spark's executor pod on Kubernetes: the executor backend, set up from the environment."""
+    from runner.k8s.pod import executor_command
+
+    command = executor_command(os.environ)
+    os.execvp(command[0], command)
+
+
+COMMANDS = (render, fetch_jars, driver, executor)

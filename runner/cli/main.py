@@ -1,0 +1,95 @@
+"""The `runner` group and the error handling: user errors exit 2 with one line, failures 1.
+
+`runner SPEC.yaml` is `runner run SPEC.yaml`. A traceback shows only with --debug; every
+message is scrubbed of resolved secrets (runner/spec/secrets.py).
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+import click
+
+from runner import __version__
+from runner.cli import deploy_commands, pipeline_commands, table_commands
+from runner.errors import InvalidSpecError, RunnerError, UserError
+from runner.spec.secrets import scrub
+
+
+class _DefaultToRun(click.Group):
+    """`runner SPEC.yaml` is `runner run SPEC.yaml`."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        i = 0
+        while i < len(args) and args[i].startswith("-"):
+            i += 2 if args[i] == "--log-format" else 1  # skip the group's own options
+        if i < len(args) and args[i] not in self.commands:
+            args = [*args[:i], "run", *args[i:]]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_DefaultToRun, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="runner")
+@click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
+@click.option(
+    "--log-format",
+    type=click.Choice(["auto", "json", "console"]),
+    default="auto",
+    show_default=True,
+    help="auto: JSON lines when stderr is not a terminal.",
+)
+@click.pass_context
+def cli(ctx: click.Context, debug: bool, log_format: str) -> None:
+    """Declarative ingestion into bucket-indexed Delta Lake tables, on Spark.
+
+    \b
+      runner PIPELINE.yaml            run a pipeline (same as `runner run`)
+      runner validate PIPELINE.yaml   check specs without starting Spark
+      runner plan PIPELINE.yaml --buckets 32     what an expansion would do
+      runner expand PIPELINE.yaml --buckets 32   grow the table's buckets
+      runner inspect TABLE_DIR        rows, bytes and skew per bucket
+      runner clean PIPELINE.yaml      remove files no reader needs
+      runner read TABLE_DIR --since INSTANT     rows committed after an instant
+      runner render PIPELINE.yaml --image IMAGE   SparkApplication for Kubernetes
+    """
+    from runner import logs
+
+    logs.configure(
+        "debug" if debug else "info", None if log_format == "auto" else log_format == "json"
+    )
+    ctx.obj = {"debug": debug}
+
+
+for command in (*pipeline_commands.COMMANDS, *table_commands.COMMANDS, *deploy_commands.COMMANDS):
+    cli.add_command(command)
+
+
+def main() -> None:
+    debug = "--debug" in sys.argv[1:]
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2)
+    except RunnerError as exc:
+        if debug:
+            click.echo(scrub(traceback.format_exc()), err=True, nl=False)
+        if isinstance(exc, InvalidSpecError):
+            click.echo(scrub(str(exc)), err=True)  # FILE:LINE:COL: field: message lines
+        else:
+            kind = "error" if isinstance(exc, UserError) else "failed"
+            click.echo(scrub(f"{kind}: {exc}"), err=True)
+        sys.exit(exc.exit_code)
+    except Exception as exc:
+        if debug:
+            click.echo(scrub(traceback.format_exc()), err=True, nl=False)
+        else:
+            click.echo(
+                scrub(f"failed: {type(exc).__name__}: {exc} (run with --debug for details)"),
+                err=True,
+            )
+        sys.exit(1)

@@ -1,0 +1,266 @@
+"""The commands on a table: expand and plan (its bucket layout), clean, compact, read,
+inspect. The table services (runner/services) do the work; these parse and print."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import click
+
+from runner.cli.options import options_as
+from runner.spec.secrets import scrub, scrub_values
+
+_POLICY = click.Choice(["multiple_rehash", "overwrite"])
+
+
+def _expansion_options(command: Callable[..., None]) -> Callable[..., None]:
+    for option in reversed(
+        [
+            click.option(
+                "--buckets",
+                type=click.IntRange(min=1),
+                help="The new bucket count (default: index.expansion.factor times the current).",
+            ),
+            click.option(
+                "--policy",
+                type=_POLICY,
+                help="multiple_rehash: N to k*N, no shuffle; overwrite: any count, full "
+                "reshuffle (default: the spec's index.expansion.policy).",
+            ),
+            click.option(
+                "--partition",
+                "partitions",
+                multiple=True,
+                metavar="PATH",
+                help="Grow only this partition (repeatable), e.g. city=paris; it keeps its "
+                "own count from then on.",
+            ),
+            click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text."),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+@click.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@_expansion_options
+@click.option("--dry-run", is_flag=True, help="Print the plan only (same as `runner plan`).")
+def expand(
+    spec: str,
+    buckets: int | None,
+    policy: str | None,
+    partitions: tuple[str, ...],
+    as_json: bool,
+    dry_run: bool,
+) -> None:
+    """Grow the bucket count of a spec's table, in one atomic commit.
+
+    \b
+      runner expand SPEC.yaml --buckets 32                       16 -> 32, no shuffle
+      runner expand SPEC.yaml --buckets 24 --policy overwrite    any count, reshuffled
+      runner expand SPEC.yaml --partition city=paris             one hot partition, x factor
+
+    Readers see the old layout or the new one, never a mix; rows, keys and values are
+    unchanged. A failure before the commit leaves the table as it was.
+    """
+    _expand(spec, buckets, policy, partitions, as_json, dry_run)
+
+
+@click.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@_expansion_options
+def plan(
+    spec: str, buckets: int | None, policy: str | None, partitions: tuple[str, ...], as_json: bool
+) -> None:
+    """Print what `runner expand` would do: partitions, buckets, files and bytes.
+
+    Reads only the Delta log: starts no JVM and changes nothing.
+    """
+    _expand(spec, buckets, policy, partitions, as_json, dry_run=True)
+
+
+def _expand(
+    spec: str,
+    buckets: int | None,
+    policy: str | None,
+    partitions: tuple[str, ...],
+    as_json: bool,
+    dry_run: bool,
+) -> None:
+    from runner.services.expand import expand_table
+    from runner.spec import load_spec
+
+    planned, done = expand_table(
+        load_spec(spec), buckets, policy, partitions, dry_run, console_progress=sys.stderr.isatty()
+    )
+    if as_json:
+        out = {"plan": planned.to_dict(), "result": done.to_dict() if done else None}
+        click.echo(json.dumps(scrub_values(out), indent=2))
+        return
+    click.echo(scrub(planned.render()))
+    click.echo("dry run: nothing was changed" if done is None else scrub(done.render()))
+
+
+@click.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option(
+    "--retain-commits",
+    type=click.IntRange(min=1),
+    help="Keep every file of this many latest versions (default: target.cleaning).",
+)
+@click.option(
+    "--min-age-hours",
+    type=click.IntRange(min=0),
+    help="Never remove files younger than this (a writer in flight keeps its files anyway).",
+)
+@click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def clean(
+    spec: str,
+    retain_commits: int | None,
+    min_age_hours: int | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Remove the runner's data files that no reader of the latest versions needs.
+
+    Removes files the runner wrote that were replaced before the last --retain-commits
+    versions, and files no version ever committed (left by a killed run). The files of a
+    run, expansion or compaction still in flight (its heartbeat is fresh) are kept, however
+    old. Files the runner did not write, and symbolic links, are listed and left alone.
+    Starts no JVM.
+    """
+    from runner.services.clean import clean_table
+    from runner.spec import load_spec
+
+    done = clean_table(load_spec(spec), retain_commits, min_age_hours, dry_run)
+    click.echo(
+        json.dumps(scrub_values(done.to_dict()), indent=2) if as_json else scrub(done.render())
+    )
+
+
+@click.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option(
+    "--partition",
+    "partitions",
+    multiple=True,
+    metavar="PARTITION_PATH",
+    help="Only this partition (repeatable), e.g. city=paris.",
+)
+@click.option("--dry-run", is_flag=True, help="Print what would be folded; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def compact(spec: str, partitions: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
+    """Fold each bucket's files and deletion vectors into one file (MERGE_ON_READ tables).
+
+    \b
+      runner compact SPEC.yaml                        every bucket with delta files or deletes
+      runner compact SPEC.yaml --partition city=ams   one partition
+      runner compact SPEC.yaml --dry-run              what it would fold (no JVM)
+
+    Each folded bucket becomes one file sorted by key, in one commit that changes no row.
+    A bucket a writer changes meanwhile is left for the next compaction, never half done.
+    """
+    from runner.services.compact import compact_table
+    from runner.spec import load_spec
+
+    done = compact_table(load_spec(spec), partitions, dry_run, console_progress=sys.stderr.isatty())
+    click.echo(
+        json.dumps(scrub_values(done.to_dict()), indent=2) if as_json else scrub(done.render())
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReadOptions:
+    """`runner read`'s argument and options."""
+
+    table: str
+    since: str | None
+    until: str | None
+    as_of: str | None
+    as_of_business_time: str | None
+    fmt: str
+    out: str | None
+
+
+@click.command()
+@click.argument("table")
+@click.option("--since", metavar="INSTANT", help="Only rows committed after this instant.")
+@click.option("--until", metavar="INSTANT", help="Only rows committed at or before this instant.")
+@click.option(
+    "--as-of",
+    metavar="VERSION|INSTANT",
+    help="Read the table as it was at this version, or at the newest commit up to an instant.",
+)
+@click.option(
+    "--as-of-business-time",
+    metavar="VALUE",
+    help="SCD type 2 tables: the versions valid at this value of the change feed's "
+    "sequence column (valid_from <= VALUE < valid_to).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "csv", "parquet"]),
+    default="json",
+    show_default=True,
+    help="json: one object per line. parquet needs --out.",
+)
+@click.option("--out", type=click.Path(dir_okay=False, writable=True), help="Write to this file.")
+@options_as(ReadOptions)
+def read(options: ReadOptions) -> None:
+    """Read a runner table's rows: all, an incremental pull, or as of a point in time.
+
+    \b
+      runner read warehouse/trips --since 20261122093000000
+      runner read warehouse/trips --as-of 3 --format parquet --out v3.parquet
+      runner read warehouse/customers --as-of-business-time 2026-06-30T00:00:00
+
+    An incremental pull returns the rows whose _commit_time is in (SINCE, UNTIL], opening
+    only files whose statistics can hold them, like Hudi's incremental query. Instants are
+    yyyyMMddHHmmssSSS (UTC), as in _commit_time and in every run summary. Starts no JVM;
+    the row count goes to stderr.
+    """
+    from runner.commands.read import read_rows, write_rows
+
+    if options.fmt == "parquet" and not options.out:
+        raise click.UsageError("--format parquet writes a file: give --out PATH")
+    result = read_rows(
+        options.table,
+        since=options.since,
+        until=options.until,
+        as_of=options.as_of,
+        as_of_business_time=options.as_of_business_time,
+    )
+    write_rows(result.rows, options.fmt, options.out)
+    click.echo(result.describe(options.table), err=True)
+
+
+@click.command()
+@click.argument("table", type=click.Path(file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON.")
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Also draw bucket sizes per partition into this PNG file (needs matplotlib).",
+)
+def inspect(table: str, as_json: bool, plot: str | None) -> None:
+    """Rows, bytes and skew per partition and bucket of a runner table.
+
+    Reads only the Delta log's statistics: no data file, no JVM. Skew is the largest
+    bucket over the mean bucket of its partition; 1.0 is an even spread.
+    """
+    from runner.commands.inspect import inspect_table, plot_report, render_report
+
+    report = inspect_table(table)
+    click.echo(json.dumps(report, indent=2) if as_json else render_report(report))
+    if plot:
+        plot_report(report, plot)
+        click.echo(f"plot written to {plot}", err=True)
+
+
+COMMANDS = (expand, plan, clean, compact, read, inspect)

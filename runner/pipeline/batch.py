@@ -1,0 +1,159 @@
+"""The plan stage: the sources read into one batch, checked against the spec, with its key
+columns and verdicts added, and the schema its files get.
+
+Checks come first and cost nothing to the table: the spec's fields among the batch's columns,
+their types, the expectations, the schema against the table's. The batch is not read here:
+it is a Spark plan the next stages count and write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import structlog
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import BooleanType, CharType, StringType, StructType, VarcharType
+
+from runner.delta.schema import SchemaPlan, plan_schema
+from runner.delta.snapshot import TableSnapshot
+from runner.errors import UserError
+from runner.fields import check_fields, columns_of, missing_field
+from runner.index.layout import BucketLayout
+from runner.pipeline.cdc_columns import check_feed_columns, not_stored, with_history_columns
+from runner.pipeline.context import RunContext
+from runner.pipeline.key_columns import add_key_columns
+from runner.pipeline.quality import add_malformed, add_verdicts, check_expectations
+from runner.sources.model import SourcePlan
+from runner.sources.plan import read_input
+from runner.spec.model import Target
+from runner.storage.meta_columns import META_COLUMNS, RESERVED_PREFIX
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class Batch:
+    judged: DataFrame  # the batch with key columns, bucket and verdict (FATE, RULE) columns
+    input_columns: tuple[str, ...]  # the batch's own columns, as the quarantine records them
+    schema: SchemaPlan  # the data files' schema, and the columns this run adds to the table
+    transformed: DataFrame  # the batch as the transform left it, with history columns
+
+
+def plan_batch(
+    ctx: RunContext,
+    spark: SparkSession,
+    plans: tuple[SourcePlan, ...],
+    snapshot: TableSnapshot | None,
+) -> Batch:
+    spec, target = ctx.spec, ctx.target
+    with ctx.stage("plan"):
+        read = read_input(spark, spec, list(plans))
+        batch = _without_meta_columns(read.batch)
+        check_operation_fields(batch.schema, target, columns_of(spec))
+        check_feed_columns(batch.schema, target)
+        check_expectations(batch, spec)
+        input_columns = tuple(batch.columns)
+        batch = with_history_columns(batch, target)
+        schema = _plan_schema(batch, target, snapshot)
+        layout = table_layout(snapshot, target)
+        keyed = add_key_columns(batch, target, layout)
+        judged = _pinned(
+            add_malformed(add_verdicts(keyed, spec), read.malformed),
+            reads_database=any(s.format == "jdbc" for s in spec.sources),
+        )
+    return Batch(judged, input_columns, schema, batch)
+
+
+def table_layout(snapshot: TableSnapshot | None, target: Target) -> BucketLayout:
+    """The bucket counts writes use: the table's own (expansion changes them), or the
+    spec's count for a table this run creates."""
+    if snapshot is None:
+        return BucketLayout(target.index.buckets)
+    return BucketLayout.from_configuration(snapshot.configuration)
+
+
+def _pinned(keyed: DataFrame, reads_database: bool = False) -> DataFrame:
+    """The batch is read twice (bucket counts, then the write); both passes must agree.
+
+    A file source's listing is fixed when its DataFrame is created, so a deterministic plan
+    gives the same rows twice, and caching it would cost more than reading it again (about
+    3 s per million rows here). A non-deterministic plan (rand(), now(), ...) is cached.
+    """
+    if reads_database:
+        # a live table changes between the passes (and a re-merge): read it once
+        log.info("batch_cached", reason="a JDBC source")
+        return keyed.persist()
+    if keyed._jdf.queryExecution().analyzed().deterministic():
+        return keyed
+    log.info("batch_cached", reason="the transform is not deterministic")
+    return keyed.persist()
+
+
+def _without_meta_columns(batch: DataFrame) -> DataFrame:
+    """A batch read from a runner table brings meta columns; this run computes its own."""
+    dropped = [c for c in batch.columns if c in META_COLUMNS]
+    if dropped:
+        log.info("input_meta_columns_replaced", columns=dropped)
+    return batch.drop(*dropped)
+
+
+def check_operation_fields(schema: StructType, target: Target, where: str) -> None:
+    """Every field the spec names is among the batch's columns (`where` says whose they
+    are), and the ordering and delete-marker columns have types that mean what they say."""
+    names = schema.fieldNames()
+    reserved = [n for n in names if n.startswith(RESERVED_PREFIX)]
+    if reserved:
+        raise UserError(
+            f"input column(s) {', '.join(reserved)} use the prefix {RESERVED_PREFIX!r}, which "
+            "the runner keeps for itself; rename them in the transform"
+        )
+    check_fields(schema, target.record_key, "record key", where)
+    check_fields(schema, target.key_generator.partition_fields, "partition", where)
+    check_fields(schema, target.index.hash_fields, "index hash", where)
+    if target.precombine_field and target.operation != "delete":
+        role = "cdc.sequence_by" if target.cdc else "precombine"
+        if target.precombine_field not in names:
+            raise UserError(missing_field(role, target.precombine_field, names, where))
+        _refuse_text_order(schema, target)
+    if target.delete_marker:
+        if target.delete_marker not in names:
+            raise UserError(missing_field("delete_marker", target.delete_marker, names, where))
+        if not isinstance(schema[target.delete_marker].dataType, BooleanType):
+            raise UserError(
+                f"delete_marker '{target.delete_marker}' must be a boolean column, not "
+                f"{schema[target.delete_marker].dataType.simpleString()}; cast it in the transform"
+            )
+
+
+def _refuse_text_order(schema: StructType, target: Target) -> None:
+    """A string ordering column compares as text ('9' above '10'): a newer record would lose
+    to an older one without a word. It is used only when the spec says text order is meant."""
+    column = target.precombine_field
+    assert column is not None
+    kind = schema[column].dataType
+    if target.precombine_string_order or not isinstance(kind, StringType | CharType | VarcharType):
+        return
+    setting, rows = (
+        (f"cdc.sequence_by '{column}'", "events")
+        if target.cdc
+        else (f"precombine_field '{column}'", "records")
+    )
+    raise UserError(
+        f"{setting} is a {kind.simpleString()} column, so {rows} would be ordered as text "
+        f"('9' above '10'); nothing was written. Declare its type: in the source's schema "
+        f"(`{column} long`, `{column} timestamp`, ...) or with CAST({column} AS BIGINT) AS "
+        f"{column} in transform.sql; or set target.precombine_string_order: true if text "
+        "order is meant"
+    )
+
+
+def _plan_schema(batch: DataFrame, target: Target, snapshot: TableSnapshot | None) -> SchemaPlan:
+    table_schema = snapshot.arrow_schema() if snapshot else None
+    if target.operation == "delete":
+        if table_schema is None:
+            raise UserError(f"operation delete needs an existing table; none at {target.path}")
+        return plan_schema(table_schema, table_schema, target.path)
+    data = batch.drop(*not_stored(target))
+    incoming = to_arrow_schema(data.schema, timestamp_utc=True)
+    return plan_schema(incoming, table_schema, target.path)

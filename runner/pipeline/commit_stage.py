@@ -1,0 +1,201 @@
+"""The commit stage: one Delta version with the run's new files, the stored files they
+replace, the new deletion vectors, the run's figures and its source checkpoints.
+
+The table is created by the first run that commits, and the columns a batch adds are
+added first. How a commit resolves a conflict with another writer is the transaction's
+rule (runner/delta/); a run adds its own: another run of the same pipeline must not have
+moved the source checkpoints it read from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from pyspark.sql import Row
+
+from runner import faults
+from runner.delta.schema import SchemaPlan
+from runner.delta.snapshot import DataFile, Group, TableSnapshot, open_table
+from runner.delta.table_config import table_settings
+from runner.delta.table_setup import add_columns, create_table
+from runner.delta.transaction import Commit, Resolver, RunRule, commit
+from runner.errors import CommitConflictError
+from runner.pipeline.context import RunContext
+from runner.pipeline.figures import changed, commit_metadata, new_files
+from runner.pipeline.inputs import Inputs
+from runner.sources.checkpoint import FIELD as CHECKPOINT_FIELD
+from runner.sources.checkpoint import StartingPoints, last_checkpoints
+from runner.spec.model import PipelineSpec
+from runner.write.bucket_write import new_deletion_vectors, replaced_files
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class Written:
+    """What the write stage produced: one result row per touched bucket, and the stored
+    files each bucket was merged with (what its new files replace)."""
+
+    results: tuple[Row, ...]
+    stored: Mapping[Group, Sequence[DataFile]]
+
+
+@dataclass(frozen=True)
+class Committed:
+    version: int | None  # None: nothing changed, nothing committed
+    columns_added: tuple[str, ...] = ()
+
+
+def identity(ctx: RunContext, operation: str | None = None) -> dict[str, Any]:
+    """Who committed: the commit metadata's first fields."""
+    return {
+        "pipeline": ctx.spec.name,
+        "run_id": ctx.run_id,
+        "instant": ctx.instant,
+        "operation": operation or ctx.target.operation,
+        "batch_id": ctx.options.batch_id,
+    }
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A commit ready for the transaction, on the snapshot it was built for."""
+
+    snapshot: TableSnapshot
+    changes: Commit
+    columns_added: tuple[str, ...]
+
+
+def prepare_commit(
+    ctx: RunContext,
+    snapshot: TableSnapshot | None,
+    schema: SchemaPlan,
+    inputs: Inputs,
+    written: Written,
+    figures: Mapping[str, Any],
+) -> Prepared | None:
+    """The version a run commits: its new files, the stored files they replace, the new
+    deletion vectors, its figures and checkpoints; None when no row changed and no
+    checkpoint moved. The table is created (or its new columns added) first."""
+    checkpoints, moved = inputs.checkpoints()
+    results, stored = written.results, written.stored
+    faults.maybe_fail("before_commit")
+    if not changed(results) and not moved:
+        log.info("nothing_to_commit")
+        return None
+    snapshot, columns_added = _table_to_commit_to(ctx, snapshot, schema)
+    metadata = commit_metadata(identity(ctx), figures)
+    if checkpoints is not None:
+        # in the same commit as the data: a crash can neither skip nor re-read input
+        metadata[CHECKPOINT_FIELD] = checkpoints
+        metadata["checkpoint_origin"] = inputs.points.origin
+    changes = Commit(
+        writer="run",
+        operation="WRITE",
+        metadata=metadata,
+        added=tuple(new_files(results)),
+        removed=tuple(replaced_files(results, stored)),
+        deletion_vectors=tuple(new_deletion_vectors(results, stored)),
+        buckets=frozenset((r.partition_path, r.bucket) for r in changed(results)),
+        schema=schema.file_schema,
+        app_id=ctx.app_id,
+    )
+    return Prepared(snapshot, changes, columns_added)
+
+
+def commit_prepared(
+    ctx: RunContext, inputs: Inputs, prepared: Prepared | None, resolver: Resolver | None = None
+) -> int | None:
+    """One Delta version through the transaction, under the run's conflict rule; with a
+    `resolver`, a clash on the same buckets is answered by it (the run's re-merge)."""
+    if prepared is None:
+        return None
+    rule = RunRule(checkpoint_guard(ctx.spec, inputs.points))
+    version = commit(prepared.snapshot, prepared.changes, rule, resolver)
+    if version is None:
+        return None
+    faults.maybe_fail("after_commit")
+    log.info(
+        "commit_done",
+        version=version,
+        files_added=len(prepared.changes.added),
+        files_removed=len(prepared.changes.removed),
+    )
+    return version
+
+
+def _table_to_commit_to(
+    ctx: RunContext, snapshot: TableSnapshot | None, schema: SchemaPlan
+) -> tuple[TableSnapshot, tuple[str, ...]]:
+    """The table, created by the run's first commit; with the batch's new columns added
+    (a re-merge after another writer's commit may find them added already)."""
+    target = ctx.target
+    if snapshot is None:
+        create_table(
+            ctx.table,
+            ctx.spec.name,
+            schema.file_schema,
+            table_settings(target),
+            deletion_vectors=target.table_type == "MERGE_ON_READ",
+        )
+        created = open_table(ctx.table)
+        assert created is not None
+        return created, ()
+    have = set(snapshot.arrow_schema().names)
+    missing = [f for f in schema.new_columns if f.name not in have]
+    if missing:
+        add_columns(snapshot.table, missing)
+    return snapshot, tuple(f.name for f in missing)
+
+
+def commit_checkpoints_only(ctx: RunContext, snapshot: TableSnapshot, inputs: Inputs) -> int:
+    """A chosen start with nothing to read yet is still recorded, so the next run keeps it."""
+    checkpoints, _ = inputs.checkpoints()
+    points = inputs.points
+    metadata = {
+        **identity(ctx, "checkpoint"),
+        CHECKPOINT_FIELD: checkpoints,
+        "checkpoint_origin": points.origin,
+    }
+    del metadata["batch_id"]  # a checkpoint-only commit belongs to no batch
+    changes = Commit(writer="run", operation="WRITE", metadata=metadata)
+    version = commit(snapshot, changes, RunRule(checkpoint_guard(ctx.spec, points)))
+    assert version is not None, "only a resolver leaves nothing to commit"
+    log.info("checkpoints_recorded", version=version, origin=points.origin)
+    return version
+
+
+def checkpoint_guard(
+    spec: PipelineSpec, points: StartingPoints
+) -> Callable[[TableSnapshot], str | None] | None:
+    """Refuses to commit on top of another run of this pipeline that moved its checkpoints
+    after this run read them: both would have read the same input."""
+    if not any(s.incremental for s in spec.sources):
+        return None
+
+    def check(latest: TableSnapshot) -> str | None:
+        _, version = last_checkpoints(latest, spec.name)
+        if version == points.commit_version:
+            return None
+        return (
+            f"another run of pipeline {spec.name} committed version {version} with new source "
+            "checkpoints while this run read the same sources; committing too would ingest "
+            "that input twice, so nothing of this run was committed: run it again"
+        )
+
+    return check
+
+
+def refuse_new_columns(latest: TableSnapshot, schema: SchemaPlan) -> None:
+    """A re-merge rewrites the other writer's rows with this run's columns: if it added
+    columns meanwhile, their values would be lost, so the run stops instead."""
+    added = [n for n in latest.arrow_schema().names if n not in schema.file_schema.names]
+    if added:
+        raise CommitConflictError(
+            f"another writer committed version {latest.version} with new column(s) "
+            f"{', '.join(added)} in buckets this run rewrites; nothing of this run was "
+            "committed: run it again (its input must then have those columns)"
+        )

@@ -1,0 +1,74 @@
+"""What every stage of a run knows from the start: the spec, the table, the run's identity,
+the caller's options and the clock that times the stages. Nothing here changes as the run
+goes; what a stage learns, it returns."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import structlog
+
+from runner import logs
+from runner.index.naming import new_instant
+from runner.spec.model import PipelineSpec, Target
+from runner.storage.location import TableLocation, locate
+from runner.summary import Stages
+
+log = structlog.get_logger(__name__)
+
+
+def batch_app_id(spec: PipelineSpec, batch_id: str) -> str:
+    """The Delta app transaction id that marks a batch of a pipeline as committed."""
+    return f"runner/{spec.name}/{batch_id}"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How the caller runs the pipeline. `checkpoint` (VALUE, or NAME=VALUE per source) and
+    `ignore_checkpoint` replace the checkpoints the table holds, for a reset or a chosen start."""
+
+    console_progress: bool = False
+    batch_id: str | None = None
+    checkpoint: tuple[str, ...] = ()
+    ignore_checkpoint: bool = False
+
+
+@dataclass(frozen=True)
+class RunContext:
+    spec: PipelineSpec
+    options: RunOptions
+    run_id: str
+    instant: str
+    table: TableLocation  # object store settings, shipped to executors
+    stages: Stages = field(default_factory=Stages)
+
+    @classmethod
+    def start(cls, spec: PipelineSpec, options: RunOptions) -> RunContext:
+        return cls(spec, options, logs.start_run(), new_instant(), locate(spec.target.path))
+
+    @property
+    def target(self) -> Target:
+        return self.spec.target
+
+    @property
+    def app_id(self) -> str | None:
+        batch_id = self.options.batch_id
+        return batch_app_id(self.spec, batch_id) if batch_id else None
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time a stage; a failure in it is logged once, by the innermost stage it
+        happened in (`stage_failed`, with the stage's name and the error)."""
+        with self.stages.stage(name):
+            try:
+                yield
+            except BaseException as failure:
+                # a skippable unreadable file is no failure: the run goes on without it
+                if getattr(failure, "runner_stage", None) is None and not getattr(
+                    failure, "skippable", False
+                ):
+                    failure.runner_stage = name  # type: ignore[attr-defined]
+                    log.warning("stage_failed", stage=name, error=type(failure).__name__)
+                raise

@@ -1,0 +1,84 @@
+"""Where a run's figures come from: each counter of the run summary and of the commit's
+metadata is computed here, from the result rows of the bucket writers (one row per touched
+bucket, runner/write/writer.py RESULT_SCHEMA) and the stored files the write replaced.
+
+Pure functions of the stages' results: the run summary is assembled from their outputs,
+never filled in field by field as the run goes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pyspark.sql import Row
+
+from runner.delta.log_entry import NewFile
+from runner.delta.snapshot import DataFile, Group
+from runner.spec.model import Target
+from runner.write.bucket_write import replaced_files
+
+
+def new_files(results: Sequence[Row]) -> list[NewFile]:
+    return [NewFile(r.path, r.size, r.stats) for r in results if r.path]
+
+
+def changed(results: Sequence[Row]) -> list[Row]:
+    """The result rows of buckets whose rows changed: the only ones the commit touches."""
+    return [r for r in results if r.changed]
+
+
+def write_figures(
+    results: Sequence[Row], stored: Mapping[Group, Sequence[DataFile]], target: Target
+) -> dict[str, Any]:
+    """The run summary's fields the written buckets fill: rows by outcome, files, bytes,
+    buckets and partitions, and a change feed's event counts."""
+    changed_rows = changed(results)
+    added = new_files(results)
+    figures: dict[str, Any] = {
+        "inserted": sum(r.insert for r in results),
+        "updated": sum(r.update for r in results),
+        "deleted": sum(r.deleted for r in results),
+        "duplicates_dropped": sum(r.duplicate for r in results),
+        "stale_skipped": sum(r.stale for r in results),
+        "deletes_missing": sum(r.delete_missing for r in results),
+        "files_added": len(added),
+        "files_removed": len(replaced_files(results, stored)),
+        "bytes_written": sum(f.size for f in added) + sum(r.dv_size for r in results),
+        "buckets_touched": len({(r.partition_path, r.bucket) for r in changed_rows}),
+        "table_type": target.table_type,
+        "buckets_rewritten": sum(
+            1 for r in changed_rows if r.rewritten and (r.partition_path, r.bucket) in stored
+        ),
+        "buckets_with_deletion_vectors": sum(1 for r in changed_rows if r.deletion_vectors),
+        "partitions_touched": len({r.partition_path for r in changed_rows}),
+    }
+    if target.cdc is not None:
+        figures |= {
+            "scd_type": target.scd.type,
+            "late_events": sum(r.late for r in results),
+            "superseded_events": sum(r.superseded for r in results),
+            "versions_closed": sum(r.closed for r in results),
+        }
+    return figures
+
+
+# The figures a commit records in its commitInfo, beside the run's identity.
+COMMITTED_FIGURES = (
+    "rows_read",
+    "rows_dropped",
+    "rows_quarantined",
+    "inserted",
+    "updated",
+    "deleted",
+    "files_added",
+    "files_removed",
+    "bytes_written",
+    "buckets_with_deletion_vectors",
+)
+
+
+def commit_metadata(identity: Mapping[str, Any], figures: Mapping[str, Any]) -> dict[str, Any]:
+    """The commit's metadata: the run's identity (pipeline, run id, instant, operation,
+    batch id), then its figures, in the order readers have always found them."""
+    return {**identity, **{name: figures.get(name, 0) for name in COMMITTED_FIGURES}}

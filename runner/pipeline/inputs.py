@@ -1,0 +1,100 @@
+"""The sources stage: what each source reads this run, and the Spark session to read it.
+
+Nothing new (every incremental source is caught up) ends the run here, before a JVM starts
+when the listing tells; a JDBC source knows only once Spark has asked its database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from pyspark.sql import SparkSession
+
+from runner import s3_connector
+from runner.delta.snapshot import TableSnapshot
+from runner.pipeline.context import RunContext
+from runner.services.expand import automatic, table_reading_jars
+from runner.session import spark_session, under_spark_submit
+from runner.sources.checkpoint import Origin, StartingPoints, starting_points
+from runner.sources.jdbc import driver_jars
+from runner.sources.model import SourcePlan
+from runner.sources.plan import nothing_new, plan_database_reads, plan_sources, sources_on_s3
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    points: StartingPoints
+    plans: tuple[SourcePlan, ...]
+    spark: SparkSession | None  # None when nothing new was found before Spark was needed
+    checkpoint_given: bool  # --checkpoint or --ignore-checkpoint chose where to start
+
+    @property
+    def nothing_new(self) -> bool:
+        return nothing_new(list(self.plans))
+
+    def figures(self) -> dict[str, Any]:
+        """The run summary's fields this stage fills."""
+        return {
+            "sources": {p.source.name: p.summary() for p in self.plans},
+            "checkpoint_origin": (
+                self.points.describe() if self.points.by_source or self.checkpoint_given else None
+            ),
+        }
+
+    def checkpoints(self) -> tuple[dict[str, Any] | None, bool]:
+        """The checkpoints to record with this run's commit, and whether any moved on."""
+        incremental = [p for p in self.plans if p.source.incremental]
+        if not incremental:
+            return None, False
+        points = self.points
+        recorded = dict(points.by_source) if points.origin == Origin.TABLE else {}
+        moved = points.origin != Origin.TABLE  # a reset or a chosen start is worth recording
+        for p in incremental:
+            if p.until is not None:
+                moved = moved or recorded.get(p.source.name) != p.until
+                recorded[p.source.name] = p.until
+        return recorded, moved
+
+
+def plan_inputs(
+    ctx: RunContext,
+    snapshot: TableSnapshot | None,
+    skipped: frozenset[str],
+    spark: SparkSession | None,
+) -> Inputs:
+    """Starting points and source plans (without the `skipped` unreadable files); Spark is
+    started (or `spark` used) only when a source may have something new."""
+    spec, options = ctx.spec, ctx.options
+    given = bool(options.checkpoint)
+    with ctx.stage("sources"):
+        points = starting_points(spec, snapshot, options.checkpoint, options.ignore_checkpoint)
+        plans = tuple(plan_sources(spec, points, skip=skipped))
+    if nothing_new(list(plans)):
+        return Inputs(points, plans, None, given)
+    with ctx.stage("start"):
+        spark = _start_spark(ctx, spark)
+    with ctx.stage("sources"):
+        plans = tuple(plan_database_reads(spark, list(plans)))
+    return Inputs(points, plans, spark, given)
+
+
+def _start_spark(ctx: RunContext, spark: SparkSession | None) -> SparkSession:
+    """The session with the jars this run needs: JDBC drivers, the S3 connector, and the
+    Delta reader an automatic expansion uses (or the caller's, set up for S3 the same way)."""
+    spec = ctx.spec
+    on_s3 = sources_on_s3(spec)
+    jars = driver_jars(spec.sources)
+    if on_s3:
+        jars += s3_connector.jars_to_add(on_s3[0], under_spark_submit())
+    if automatic(ctx.target):
+        jars += table_reading_jars(ctx.table)
+    spark = spark or spark_session(
+        spec.spark, spec.name, ctx.options.console_progress, jars=list(dict.fromkeys(jars))
+    )
+    if on_s3:
+        s3_connector.enable(spark, on_s3[1].settings, on_s3[0])
+    return spark

@@ -1,0 +1,260 @@
+"""The rules a spec must follow beyond its JSON Schema: settings that depend on each other.
+
+Each area has its own step (sources, keys and index, merge settings, change feed, quarantine,
+environment references); each reports through `Problems`, which places a problem where its
+field is written. Nothing here imports pyspark or sqlglot at import time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runner.errors import SpecProblem
+from runner.hudi.merge_names import from_properties
+from runner.spec.derived import FILE_FORMATS, TEXT_FORMATS, merge_settings, model_default
+from runner.spec.keygen_settings import field_list, resolve_key_generator
+from runner.spec.located import Located, Path_, Problems, strings_with_paths
+from runner.spec.model import FIELD_MERGE_MODES, MergeMode, ScdSpec, Target
+from runner.spec.secrets import malformed_refs
+from runner.spec.transform import transform_problem
+
+_PARSE_MODE_OPTIONS = ("mode", "columnnameofcorruptrecord")
+
+
+def semantic_problems(doc: Located, file: str) -> list[SpecProblem]:
+    """Every semantic problem of a spec that passed the JSON Schema."""
+    data = doc.data
+    target = data["target"]
+    problem = Problems(doc, file)
+    _check_sources(data, problem)
+    _check_keys(target, problem)
+    operation = target.get("operation", model_default(Target, "operation"))
+    merge_mode = _check_merge(target, operation, problem)
+    if "delete_marker" in target and operation != "upsert":
+        problem(("target", "delete_marker"), f"applies to operation upsert, not {operation}")
+    _check_change_feed(target, operation, merge_mode, problem)
+    if target.get("filter_dupes") and operation != "insert":
+        problem(("target", "filter_dupes"), f"applies to operation insert, not {operation}")
+    _check_quarantine(data, problem)
+    for path, text in strings_with_paths(data, ()):
+        for bad in malformed_refs(text):
+            problem(
+                path,
+                f"{bad} is not a valid environment reference; write ${{env:NAME}} with NAME "
+                "made of letters, digits and underscores",
+            )
+    return problem.found
+
+
+def transform_problems(doc: Located, file: str) -> list[SpecProblem]:
+    """transform.sql that is not one query, read without a JVM (runner/spec/transform.py)."""
+    not_a_query = (
+        transform_problem(doc.data["transform"]["sql"]) if "transform" in doc.data else None
+    )
+    if not not_a_query:
+        return []
+    line, col = doc.mark(("transform", "sql"))
+    return [SpecProblem(file, line, col, "transform.sql", not_a_query)]
+
+
+def _check_sources(data: dict[str, Any], problem: Problems) -> None:
+    """Source names given once, settings that fit each source's format, and a transform
+    where there are several sources."""
+    names: dict[str, int] = {}
+    for i, src in enumerate(data["sources"]):
+        if src["name"] in names:
+            problem(
+                ("sources", i, "name"),
+                f"duplicate source name (also sources[{names[src['name']]}])",
+            )
+        names.setdefault(src["name"], i)
+    for i, src in enumerate(data["sources"]):
+        problem_of_source = _source_problem(src)
+        if problem_of_source:
+            field, message = problem_of_source
+            problem(("sources", i, *field), message)
+    if len(data["sources"]) > 1 and "transform" not in data:
+        problem(("sources",), "several sources need a transform.sql that combines them")
+
+
+def _source_problem(src: dict[str, Any]) -> tuple[Path_, str] | None:
+    """A source's settings that do not fit its format, as (field path, message)."""
+    fmt, incremental = src["format"], src.get("incremental")
+    if fmt != "jdbc" and "jdbc" in src:
+        return ("jdbc",), f"applies to format jdbc, not {fmt}"
+    if "on_bad_file" in src and fmt not in FILE_FORMATS:
+        return ("on_bad_file",), f"applies to file formats ({', '.join(FILE_FORMATS)}), not {fmt}"
+    if "on_bad_record" in src and fmt not in TEXT_FORMATS:
+        return ("on_bad_record",), (
+            f"applies to csv and json, whose records can fail to parse; {fmt} records are typed"
+        )
+    for option in src.get("options", {}):
+        if fmt in TEXT_FORMATS and option.lower() in _PARSE_MODE_OPTIONS:
+            return ("options", option), (
+                "the runner decides what happens to records that do not parse: use "
+                "on_bad_record (fail, quarantine or drop) instead of this Spark option"
+            )
+    if fmt == "jdbc":
+        if "path" in src:
+            return ("path",), "a jdbc source has no path; give jdbc.table or jdbc.query"
+        if ("table" in src["jdbc"]) == ("query" in src["jdbc"]):
+            return ("jdbc",), "give exactly one of table and query"
+    if incremental is None:
+        return None
+    wanted = {"new_files": FILE_FORMATS, "since": ("delta",), "column": ("jdbc",)}
+    kind = "new_files" if incremental == "new_files" else next(iter(incremental))
+    if fmt not in wanted[kind]:
+        fitting = {"delta": "{since: last}", "jdbc": "{column: NAME}"}.get(fmt, "new_files")
+        return ("incremental",), f"does not apply to format {fmt}; it takes {fitting}"
+    return None
+
+
+def _check_keys(target: dict[str, Any], problem: Problems) -> None:
+    """The key generator (runner/spec/keygen_settings.py), and the index's hash fields,
+    which must be record key fields."""
+    keygen = resolve_key_generator(
+        target, lambda path, message: problem(("target", *path), message)
+    )
+    record_key = keygen.record_key if keygen else field_list(target.get("record_key"))
+    index = target["index"]
+    if "hash_fields" not in index:
+        return
+    hash_fields = field_list(index["hash_fields"])
+    listed = isinstance(index["hash_fields"], list)
+    for i, name in enumerate(hash_fields):
+        if name not in record_key:
+            at: Path_ = ("target", "index", "hash_fields", *((i,) if listed else ()))
+            problem(
+                at,
+                f"hash field '{name}' is not a record key field {list(record_key)}; "
+                "the bucket index hashes a subset of the record key",
+            )
+
+
+def _check_merge(target: dict[str, Any], operation: str, problem: Problems) -> MergeMode:
+    """merge_mode, precombine_field and merger, given in the spec's fields or by Hudi's
+    names in target.properties; returns the merge mode they come to."""
+    from_props = from_properties(target.get("properties", {}))
+    for name, message in from_props.problems:
+        problem(("target", "properties", name), message)
+    for key in ("merge_mode", "precombine_field"):
+        theirs = getattr(from_props, key)
+        if key in target and theirs and theirs != target[key]:
+            problem(
+                ("target", key),
+                f"{target[key]} disagrees with target.properties, which give {theirs}; "
+                "set it one way",
+            )
+    merge_mode, precombine_field = merge_settings(target, from_props)
+    if operation == "upsert" and merge_mode == "event_time" and precombine_field is None:
+        problem(
+            ("target", "precombine_field"),
+            "upsert with merge_mode event_time needs a precombine_field to order records; "
+            "set one, or set merge_mode: commit_time (the latest write wins)",
+        )
+    if "precombine_string_order" in target and precombine_field is None:
+        problem(
+            ("target", "precombine_string_order"),
+            "applies to a precombine_field (or cdc.sequence_by), and there is none",
+        )
+    if merge_mode in FIELD_MERGE_MODES and operation != "upsert":
+        problem(
+            ("target", "merge_mode"),
+            f"{merge_mode} merges a record with the stored one, which only upsert does, "
+            f"not {operation}",
+        )
+    if merge_mode == "custom" and "merger" not in target:
+        problem(
+            ("target", "merge_mode"),
+            "custom needs target.merger.class, the package.module:ClassName of your merger",
+        )
+    if "merger" in target and merge_mode != "custom":
+        problem(("target", "merger"), f"applies to merge_mode custom, not {merge_mode}")
+    return merge_mode
+
+
+def _check_quarantine(data: dict[str, Any], problem: Problems) -> None:
+    """Expectations (names given once) and every use of target.quarantine."""
+    target = data["target"]
+    rules: dict[str, int] = {}
+    for i, rule in enumerate(data.get("expectations", [])):
+        if rule["name"] in rules:
+            problem(
+                ("expectations", i, "name"),
+                f"duplicate expectation name (also expectations[{rules[rule['name']]}])",
+            )
+        rules.setdefault(rule["name"], i)
+        if rule.get("action") == "quarantine" and "quarantine" not in target:
+            problem(
+                ("expectations", i, "action"),
+                "action quarantine needs target.quarantine.path, the table the rows go to; "
+                "add it, or use action drop or fail",
+            )
+    for i, src in enumerate(data["sources"]):
+        if src.get("on_bad_record") == "quarantine" and "quarantine" not in target:
+            problem(
+                ("sources", i, "on_bad_record"),
+                "quarantine needs target.quarantine.path, the table the records go to; "
+                "add it, or use drop or fail",
+            )
+    if "quarantine" in target and target["quarantine"]["path"] == target["path"]:
+        problem(
+            ("target", "quarantine", "path"),
+            "the quarantine table must not be the target table; give it its own path",
+        )
+
+
+def _check_change_feed(
+    target: dict[str, Any],
+    operation: str,
+    merge_mode: str,
+    problem: Problems,
+) -> None:
+    """target.cdc and target.scd: what they need and what they replace."""
+    if "scd" in target and "cdc" not in target:
+        problem(
+            ("target", "scd"),
+            "needs target.cdc: the history is built from a change feed's events "
+            "(at least cdc.sequence_by, the column that orders them)",
+        )
+    if "cdc" not in target:
+        return
+    cdc = target["cdc"]
+    if operation != "upsert":
+        problem(("target", "operation"), f"target.cdc applies changes with upsert, not {operation}")
+    if target.get("precombine_field") not in (None, cdc["sequence_by"]):
+        problem(
+            ("target", "precombine_field"),
+            f"{target['precombine_field']} differs from cdc.sequence_by "
+            f"({cdc['sequence_by']}), which orders a change feed's events; drop it",
+        )
+    if merge_mode != "event_time":
+        problem(
+            ("target", "merge_mode"),
+            f"{merge_mode} does not apply to a change feed (events are applied in "
+            "cdc.sequence_by order); drop it, or use cdc.ignore_null_updates for partial rows",
+        )
+    if "delete_marker" in target:
+        problem(
+            ("target", "delete_marker"),
+            "a change feed's deletes come from cdc.operation_column and cdc.delete_values; "
+            "drop delete_marker",
+        )
+    if target["index"].get("expansion", {}).get("max_bucket_bytes"):
+        problem(
+            ("target", "index", "expansion", "max_bucket_bytes"),
+            "an automatic expansion does not carry a change feed's tombstones (deleted keys) "
+            "yet; drop it and run `runner expand` when needed (it refuses while there are any)",
+        )
+    if "delete_values" in cdc and "operation_column" not in cdc:
+        problem(("target", "cdc", "delete_values"), "needs cdc.operation_column to look in")
+    scd = target.get("scd", {})
+    names = ("start_column", "end_column", "current_column")
+    history = [scd.get(name, model_default(ScdSpec, name)) for name in names]
+    feed = {cdc["sequence_by"], cdc.get("operation_column")}
+    for name, value in zip(names, history, strict=True):
+        if value in feed or history.count(value) > 1:
+            problem(
+                ("target", "scd", name),
+                f"'{value}' is already used by another cdc or scd column; give each its own name",
+            )

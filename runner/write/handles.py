@@ -1,0 +1,247 @@
+"""Write handles: which stored files a changed bucket's write replaces, which keep their
+place with a deletion vector, which it leaves alone, and the writing of its new file.
+
+Which files does an upsert (or insert, delete, change feed) rewrite? The table's handles
+(`CopyOnWriteHandles`, `MergeOnReadHandles`) pick one handle per changed bucket in
+`handle_for`, and that handle's `files()` names them:
+
+- CreateHandle (Hudi's HoodieCreateHandle): the bucket has no stored file; its first file
+  starts its file group.
+- MergeHandle (HoodieMergeHandle), copy-on-write: every stored file is replaced by one new
+  file holding their rows that stay (those no deletion vector deletes and the batch does
+  not replace or delete) and the merged rows.
+- AppendHandle (HoodieAppendHandle), merge-on-read: the merged rows go into a new delta
+  file of the bucket's file group; each stored file losing rows keeps its place with a
+  deletion vector for them (one DV file per bucket). The bucket's earlier delta files go
+  into the new file too while they are small next to its base file
+  (DeltaFileLimits.fold_fraction), and are replaced: a bucket settles at a base file and
+  one delta file. A bucket with `max_delta_files` files, or whose deleted fraction would
+  pass `max_deleted_fraction`, gets a MergeHandle instead.
+
+What the merged rows are is the merge rule's business (runner/write/merge_rules.py): a
+handle writes whatever the rule returns, with the tombstones it hands over. The commit
+reads a handle's choice from its result row (runner/write/bucket_write.py replaced_files,
+new_deletion_vectors). A compaction (runner/write/compact_writer.py) replaces every file
+of a bucket as a MergeHandle does, with no batch; an expansion writes new buckets whole
+(runner/write/regroup_writer.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from runner import faults
+from runner.delta.deletion_vectors import DeletionVectorFile
+from runner.delta.snapshot import DataFile, Group
+from runner.storage.meta_columns import COMMIT_SEQNO
+from runner.storage.parquet_file import BucketFile, conform
+from runner.write import tombstones
+from runner.write.merge_rules import Merged
+from runner.write.stored_bucket import StoredBucket, small
+from runner.write.task import WriteTask
+
+
+@dataclass(frozen=True)
+class FilePlan:
+    """A handle's choice among its bucket's stored files (indices into them); the files in
+    neither list stay as they are."""
+
+    replaced: tuple[int, ...]  # their rows that stay are copied into the new file
+    with_deletion_vectors: tuple[int, ...]  # keep their place, their dropped rows deleted
+
+
+class BucketOutput:
+    """The new file a handle writes for its bucket (named by the job), and its DV file."""
+
+    def __init__(self, task: WriteTask, group: Group, relative: str):
+        self.task, self.group, self.relative = task, group, relative
+        self.file = BucketFile(task.fs, f"{task.root}/{relative}", task.file_schema)
+
+    def copy(self, rows: Iterable[pa.Table]) -> None:
+        """Stored rows that stay, as they are."""
+        for part in rows:
+            self.file.write(part)
+
+    def deletion_vectors(
+        self, stored: StoredBucket, dropped: np.ndarray, files: Sequence[int]
+    ) -> dict[str, object]:
+        """One DV file for the bucket: per file at `files`, the union of the rows its
+        current DV deletes and those `dropped` holds; its result row fields."""
+        if not files:
+            return {}
+        dv_file = DeletionVectorFile(self.task.fs, self.task.root, self.task.instant)
+        vectors = [
+            {
+                "path": stored.files[i].path,
+                "deletionVector": dv_file.add(stored.deletion_vector(i, dropped)).to_log(),
+            }
+            for i in files
+        ]
+        size = dv_file.close()
+        faults.maybe_fail("after_deletion_vector", self.task.fault)
+        return {
+            "deletion_vectors": json.dumps(vectors),
+            "dv_path": dv_file.relative_path,
+            "dv_size": size,
+        }
+
+    def close(self, merged: Merged) -> dict[str, object]:
+        """Write the merged rows, numbered, and the rule's tombstones; close the file. Its
+        result row fields (none when the file holds nothing: every row deleted)."""
+        new = merged.write
+        seqno = self.task.seqno.take(len(new))
+        numbered = new.set_column(new.schema.get_field_index(COMMIT_SEQNO), COMMIT_SEQNO, seqno)
+        self.file.write(conform(numbered, self.task.file_schema))
+        if merged.footer_tombstones is not None:
+            tombstones.attach(self.file, merged.footer_tombstones, self.group)
+        closed = self.file.close()
+        faults.maybe_fail("after_bucket_file", self.task.fault)
+        if not closed:
+            return {}
+        return {
+            "path": self.relative,
+            "size": self.file.size,
+            "num_records": self.file.stats.rows,
+            "stats": self.file.stats.to_json(),
+        }
+
+
+class WriteHandle(Protocol):
+    def files(self) -> FilePlan:
+        """Which stored files the write replaces, and which get a deletion vector."""
+        ...
+
+    def write(self, out: BucketOutput, merged: Merged) -> dict[str, object]:
+        """Write the bucket's new file (and DV file); the result row's fields."""
+        ...
+
+
+@dataclass(frozen=True)
+class CreateHandle:
+    """A bucket without stored files: its first file."""
+
+    def files(self) -> FilePlan:
+        return FilePlan(replaced=(), with_deletion_vectors=())
+
+    def write(self, out: BucketOutput, merged: Merged) -> dict[str, object]:
+        return {"rewritten": True, **out.close(merged)}
+
+
+@dataclass(frozen=True)
+class MergeHandle:
+    """Copy-on-write: the bucket rewritten whole into one new file."""
+
+    stored: StoredBucket
+    dropped: np.ndarray  # the live stored rows the batch replaces or deletes
+
+    def files(self) -> FilePlan:
+        return FilePlan(replaced=tuple(range(len(self.stored.files))), with_deletion_vectors=())
+
+    def write(self, out: BucketOutput, merged: Merged) -> dict[str, object]:
+        out.copy(self.stored.live_rows(~self.dropped, self.files().replaced))
+        return {"rewritten": True, **out.close(merged)}
+
+
+@dataclass(frozen=True)
+class AppendHandle:
+    """Merge-on-read: a new delta file, deletion vectors on the stored files losing rows,
+    the small earlier delta files folded into the new file."""
+
+    stored: StoredBucket
+    dropped: np.ndarray  # the live stored rows the batch replaces or deletes
+    limits: DeltaFileLimits
+
+    def files(self) -> FilePlan:
+        folded = self.limits.folded(self.stored.files)
+        losing = [
+            i
+            for i in range(len(self.stored.files))
+            if i not in folded and self.stored.loses_rows(i, self.dropped)
+        ]
+        return FilePlan(replaced=tuple(folded), with_deletion_vectors=tuple(losing))
+
+    def write(self, out: BucketOutput, merged: Merged) -> dict[str, object]:
+        plan = self.files()
+        out.copy(self.stored.live_rows(~self.dropped, plan.replaced))
+        row = out.deletion_vectors(self.stored, self.dropped, plan.with_deletion_vectors)
+        if plan.replaced:
+            row["folded"] = json.dumps([self.stored.files[i].path for i in plan.replaced])
+        return {**row, **out.close(merged)}
+
+
+@dataclass(frozen=True)
+class DeltaFileLimits:
+    """When a MERGE_ON_READ bucket is rewritten rather than given another delta file."""
+
+    max_files: int
+    max_deleted_fraction: float
+    # Delta files are folded into the bucket's new delta file while together they hold at
+    # most this fraction of the bytes of the bucket's largest (base) file: rewriting them
+    # costs little next to the file opens and reads they save every reader.
+    fold_fraction: float = 0.25
+
+    def exceeded(self, stored: StoredBucket, dropped: np.ndarray) -> bool:
+        """The bucket has too many files, or would have too many deleted rows."""
+        rows = sum(f.num_records for f in stored.files)
+        return (
+            len(stored.files) >= self.max_files
+            or stored.deleted_with(dropped) > self.max_deleted_fraction * rows
+        )
+
+    def folded(self, stored: list[DataFile]) -> list[int]:
+        """Indices of the delta files (every file but the largest) to fold, smallest first."""
+        if len(stored) < 2:
+            return []
+        by_size = sorted(range(len(stored)), key=lambda i: stored[i].size)
+        budget = self.fold_fraction * stored[by_size[-1]].size
+        chosen: list[int] = []
+        for i in by_size[:-1]:
+            budget -= stored[i].size
+            if budget < 0:
+                break
+            chosen.append(i)
+        return chosen
+
+
+@dataclass(frozen=True)
+class CopyOnWriteHandles:
+    """A COPY_ON_WRITE table: every changed bucket is rewritten whole."""
+
+    name: ClassVar[str] = "copy_on_write"
+
+    def reads_whole(self, files: Sequence[DataFile]) -> bool:
+        """Whether a bucket's stored files are read whole at once (small ones only: a
+        rewrite needs every row of them)."""
+        return small(files)
+
+    def handle_for(self, stored: StoredBucket, dropped: np.ndarray) -> WriteHandle:
+        return MergeHandle(stored, dropped) if stored.files else CreateHandle()
+
+
+@dataclass(frozen=True)
+class MergeOnReadHandles:
+    """A MERGE_ON_READ table: deletion vectors and a delta file per changed bucket, unless
+    the bucket is past the limits (then rewritten whole)."""
+
+    limits: DeltaFileLimits
+    name: ClassVar[str] = "merge_on_read"
+
+    def reads_whole(self, files: Sequence[DataFile]) -> bool:
+        """Never: a delta file copies few of the stored rows."""
+        return False
+
+    def handle_for(self, stored: StoredBucket, dropped: np.ndarray) -> WriteHandle:
+        if not stored.files:
+            return CreateHandle()
+        if self.limits.exceeded(stored, dropped):
+            return MergeHandle(stored, dropped)
+        return AppendHandle(stored, dropped, self.limits)
+
+
+Handles = CopyOnWriteHandles | MergeOnReadHandles

@@ -1,0 +1,166 @@
+"""A bucket's stored side in a write: the live rows of its stored files, read next to the
+batch's rows of the bucket, the way Hudi's merge handle reads its base file (stored rows
+never cross the shuffle).
+
+First the key (and ordering) columns of every live row (no deletion vector deletes it),
+with its file and position in that file; then whole rows only where a merge rule or a
+write handle asks for them: the rows of the batch's keys (runner/write/merge_rules.py),
+the rows a handle copies into its new file (runner/write/handles.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from runner.delta.arrow_read import kept_batches
+from runner.delta.deletion_vectors import read_deleted_rows
+from runner.delta.snapshot import DataFile
+from runner.storage.meta_columns import RECORD_KEY
+from runner.storage.parquet_file import conform
+from runner.write import tombstones
+from runner.write.task import WriteTask
+
+# A copy-on-write bucket whose stored files hold at most this many bytes is read once,
+# whole, and its kept rows taken from memory: reading the key columns first and the whole
+# rows again cost a small file a third more than the rewrite itself (two opens, two reads).
+# Larger buckets are read twice, the second time row group by row group, so one task never
+# holds a large bucket's rows.
+WHOLE_READ_MAX_BYTES = 16 * 2**20
+
+
+def small(files: Sequence[DataFile]) -> bool:
+    """Whether a bucket's stored files are small enough to be read whole, at once."""
+    return sum(f.size for f in files) <= WHOLE_READ_MAX_BYTES
+
+
+@dataclass(frozen=True)
+class StoredBucket:
+    """The live rows of a bucket's stored files: their key columns (`keys`), each row's
+    file (index into `files`) and position in it, and which of them hold a key of the
+    batch (`matched`)."""
+
+    task: WriteTask
+    files: list[DataFile]
+    keys: pa.Table
+    file_of: np.ndarray
+    positions: np.ndarray
+    deleted: list[np.ndarray]  # per file, the positions its current DV deletes
+    whole: list[pa.Table] | None  # per file, every row and column, if read whole
+    matched: np.ndarray  # mask over keys: the row's key is in the batch
+
+    @classmethod
+    def read(
+        cls,
+        task: WriteTask,
+        files: list[DataFile],
+        columns: list[str],
+        whole: bool,
+        batch_keys: pa.ChunkedArray,
+    ) -> StoredBucket:
+        """The `columns` of the live rows of `files` (every column too, when `whole`), and
+        which of them hold one of `batch_keys`: one hash lookup per stored key."""
+        tables, file_of, positions, deleted = [], [], [], []
+        read_whole: list[pa.Table] | None = [] if whole else None
+        for index, f in enumerate(files):
+            parquet = pq.ParquetFile(f"{task.root}/{f.path}", filesystem=task.fs)
+            table = parquet.read() if read_whole is not None else parquet.read(columns=columns)
+            if read_whole is not None:
+                read_whole.append(table)
+            gone = (
+                read_deleted_rows(task.fs, task.root, f.deletion_vector)
+                if f.deletion_vector
+                else np.empty(0, np.uint64)
+            )
+            where = np.arange(table.num_rows, dtype=np.int64)
+            if len(gone):
+                live = np.ones(table.num_rows, dtype=bool)
+                live[gone.astype(np.int64)] = False
+                table, where = table.filter(pa.array(live)), where[live]
+            tables.append(table.select(columns))
+            file_of.append(np.full(len(where), index, dtype=np.int32))
+            positions.append(where)
+            deleted.append(gone)
+        if not tables:
+            keys = task.file_schema.empty_table().select(columns)
+            no_rows = np.empty(0, np.int32), np.empty(0, np.int64)
+            return cls(task, files, keys, *no_rows, [], None, np.zeros(0, dtype=bool))
+        keys = pa.concat_tables(tables)
+        matched = pc.is_in(keys.column(RECORD_KEY), value_set=batch_keys)
+        return cls(
+            task,
+            files,
+            keys,
+            np.concatenate(file_of),
+            np.concatenate(positions),
+            deleted,
+            read_whole,
+            matched.to_numpy(zero_copy_only=False),
+        )
+
+    @cached_property
+    def matched_rows(self) -> np.ndarray:
+        """Where the rows of the batch's keys are, among `keys`."""
+        return np.flatnonzero(self.matched)
+
+    @cached_property
+    def matched_keys(self) -> pa.Table:
+        """The key columns of the stored rows of the batch's keys."""
+        return self.keys.take(self.matched_rows)
+
+    def rows_of_batch_keys(self) -> pa.Table:
+        """Every column of the live stored rows of the batch's keys."""
+        parts = list(self.live_rows(self.matched, range(len(self.files))))
+        return pa.concat_tables(parts) if parts else self.task.file_schema.empty_table()
+
+    def tombstones(self, sequence_type: pa.DataType) -> pa.Table:
+        """The deleted keys a change feed's table remembers in this bucket's files."""
+        return tombstones.read(
+            self.task.fs, self.task.root, [f.path for f in self.files], sequence_type
+        )
+
+    def dropped(self, drop_keys: pa.Array) -> np.ndarray:
+        """Which live stored rows hold one of `drop_keys` (a mask over `keys`): the rows a
+        merge replaces or deletes. Only rows of the batch's keys can."""
+        mask = np.zeros(self.keys.num_rows, dtype=bool)
+        if len(drop_keys):
+            hit = pc.is_in(self.matched_keys.column(RECORD_KEY), value_set=drop_keys)
+            mask[self.matched_rows[hit.to_numpy(zero_copy_only=False)]] = True
+        return mask
+
+    def deleted_with(self, dropped: np.ndarray) -> int:
+        """How many of the files' rows are deleted once `dropped` are too."""
+        return sum(len(d) for d in self.deleted) + int(np.count_nonzero(dropped))
+
+    def loses_rows(self, index: int, dropped: np.ndarray) -> bool:
+        """Whether `dropped` holds rows of file `index`."""
+        return bool(dropped[self.file_of == index].any())
+
+    def deletion_vector(self, index: int, dropped: np.ndarray) -> np.ndarray:
+        """The rows of file `index` its new deletion vector deletes: those its current one
+        does and those of `dropped`."""
+        now = self.positions[(self.file_of == index) & dropped]
+        return np.union1d(self.deleted[index], now.astype(np.uint64))
+
+    def live_rows(self, chosen: np.ndarray, files: Iterable[int]) -> Iterator[pa.Table]:
+        """Whole rows, every column, of the files at `files`: the live rows `chosen` (a mask
+        over `keys`) picks, from memory when the bucket was read whole, else row group by
+        row group."""
+        for index in files:
+            mine = self.file_of == index
+            if not chosen[mine].any():
+                continue
+            keep = np.zeros(self.files[index].num_records, dtype=bool)
+            keep[self.positions[mine]] = chosen[mine]
+            if self.whole is not None:
+                yield conform(self.whole[index].filter(pa.array(keep)), self.task.file_schema)
+                continue
+            path = f"{self.task.root}/{self.files[index].path}"
+            parquet = pq.ParquetFile(path, filesystem=self.task.fs)
+            yield from kept_batches(parquet, keep, self.task.file_schema)
