@@ -194,14 +194,14 @@ def _ingest(
         batch = plan_batch(ctx, inputs.spark, inputs.plans, snapshot)
         try:
             stages = _bulk_insert if single_pass(ctx.target) else _merge
-            figures, committed = stages(ctx, _Written(inputs, batch, snapshot, skipped))
+            figures, committed = stages(ctx, _ToWrite(inputs, batch, snapshot, skipped))
         finally:
             batch.judged.unpersist()
     return Outcome(inputs, inputs.spark, files_skipped, figures, committed)
 
 
 @dataclass(frozen=True)
-class _Written:
+class _ToWrite:
     """What the write paths start from."""
 
     inputs: Inputs
@@ -215,7 +215,7 @@ class _Written:
         return self.inputs.spark
 
 
-def _merge(ctx: RunContext, run: _Written) -> tuple[dict[str, Any], Committed]:
+def _merge(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Committed]:
     """upsert, insert, delete (and bulk_insert with filter_dupes): count the batch per
     bucket, judge it, then merge it into the buckets it touches and commit; another
     writer's commit on the same buckets is answered by a re-merge (remerge.py)."""
@@ -249,7 +249,7 @@ def _merge(ctx: RunContext, run: _Written) -> tuple[dict[str, Any], Committed]:
             raise
 
 
-def _bulk_insert(ctx: RunContext, run: _Written) -> tuple[dict[str, Any], Committed]:
+def _bulk_insert(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Committed]:
     """bulk_insert without filter_dupes: one pass over the input and no shuffle; each task
     writes its rows' buckets and counts the rows set aside, then the verdicts are enforced
     before the commit. The tasks read the rows from the source files themselves when

@@ -139,7 +139,7 @@ def test_copy_on_write_table_on_s3_through_runner_and_spark_submit(cluster, s3, 
         "--master", cluster.master,
         "--conf", "spark.driver.host=127.0.0.1",
         "--conf", "spark.executor.memory=512m",
-        str(ROOT / "runner" / "k8s" / "driver.py"),
+        str(ROOT / "runner" / "driver.py"),
         str(spec), "--summary-json", "summary.json",
     ]  # fmt: skip
     _run(submit, tmp_path, cluster, s3)
