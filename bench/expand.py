@@ -18,7 +18,7 @@ from deltalake import DeltaTable
 
 from bench.write import checksum, delta_dataset, parquet_dataset, spec_file, timed, write_source
 from runner.pipeline.run import run_pipeline
-from runner.services.expand import expand_table
+from runner.services.expand import ExpansionRequest, expand_table
 
 
 def run_expand_benchmarks(
@@ -40,7 +40,7 @@ def run_expand_benchmarks(
         times[policy] = timed(
             repeats,
             fresh,
-            lambda p=policy: expand_table(spec, 2 * buckets, p, spark=spark),
+            lambda p=policy: expand_table(spec, ExpansionRequest(2 * buckets, p), spark=spark),
             warmup=warmup,
         )
         after = delta_dataset(table)

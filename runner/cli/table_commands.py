@@ -91,12 +91,11 @@ def _expand(
     as_json: bool,
     dry_run: bool,
 ) -> None:
-    from runner.services.expand import expand_table
+    from runner.services.expand import ExpansionRequest, expand_table
     from runner.spec import load_spec
 
-    planned, done = expand_table(
-        load_spec(spec), buckets, policy, partitions, dry_run, console_progress=sys.stderr.isatty()
-    )
+    request = ExpansionRequest(buckets, policy, partitions, dry_run)
+    planned, done = expand_table(load_spec(spec), request, console_progress=sys.stderr.isatty())
     if as_json:
         out = {"plan": planned.to_dict(), "result": done.to_dict() if done else None}
         click.echo(json.dumps(scrub_values(out), indent=2))

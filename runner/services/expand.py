@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any, TypedDict, Unpack
+from typing import Any
 
 import structlog
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -277,36 +277,39 @@ def expansion_frame(
     )
 
 
-class SessionChoice(TypedDict, total=False):
-    """The Spark session a command's expansion uses: `spark` when given, else one it
-    starts (with Spark's console progress bar when `console_progress`)."""
+@dataclass(frozen=True)
+class ExpansionRequest:
+    """What `runner expand` asks for: the new count (None: the spec's, or the table's
+    times the policy's factor), the policy (None: the spec's), the partitions (none: all),
+    and whether only to plan."""
 
-    spark: SparkSession
-    console_progress: bool
+    buckets: int | None
+    policy: str | None = None
+    partitions: Sequence[str] = ()
+    dry_run: bool = False
 
 
 def expand_table(
     spec: PipelineSpec,
-    buckets: int | None,
-    policy: str | None = None,
-    partitions: Sequence[str] = (),
-    dry_run: bool = False,
-    **session: Unpack[SessionChoice],
+    request: ExpansionRequest,
+    spark: SparkSession | None = None,
+    console_progress: bool = False,
 ) -> tuple[ExpansionPlan, ExpandSummary | None]:
-    """`runner expand`: plan from the Delta log; unless dry_run, start Spark and do it."""
+    """`runner expand`: plan from the Delta log; unless a dry run, do it with `spark`, or a
+    session it starts (with Spark's console progress bar when `console_progress`)."""
     target = spec.target
     snapshot = open_table(target.path)
     if snapshot is None:
         raise UserError(f"no table at {target.path} yet: run the pipeline first")
     check_table_settings(spec.file, target, snapshot.configuration)
-    plan = plan_expansion(snapshot, target, buckets, policy, partitions)
+    plan = plan_expansion(snapshot, target, request.buckets, request.policy, request.partitions)
     log.info("expansion_planned", **{k: v for k, v in plan.to_dict().items() if k != "partitions"})
-    if dry_run:
+    if request.dry_run:
         return plan, None
-    spark = session.get("spark") or spark_session(
+    spark = spark or spark_session(
         spec.spark,
         f"{spec.name}-expand",
-        session.get("console_progress", False),
+        console_progress,
         jars=table_reading_jars(snapshot.location),
     )
     return plan, run_expansion(spark, snapshot, target, plan)

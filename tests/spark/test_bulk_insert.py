@@ -24,7 +24,7 @@ from runner.errors import UserError
 from runner.index.naming import parse_data_file_name
 from runner.pipeline.run import run_pipeline
 from runner.services.compact import compact_table
-from runner.services.expand import expand_table
+from runner.services.expand import ExpansionRequest, expand_table
 from runner.spec import load_spec
 from tests.helpers import (
     city_content,
@@ -105,7 +105,7 @@ def test_an_upsert_folds_a_buckets_base_files_into_one(spark, tmp_path, three_ta
 def test_expansion_splits_buckets_of_several_files(spark, tmp_path, three_tasks, policy):
     spec = write_spec(tmp_path, _target())
     run_pipeline(load_spec(spec), spark=spark)
-    _, summary = expand_table(load_spec(spec), 8, policy, spark=spark)
+    _, summary = expand_table(load_spec(spec), ExpansionRequest(8, policy), spark=spark)
     assert summary is not None and summary.rows == N
     snapshot = open_table(str(tmp_path / "table"))
     assert {f.bucket for f in snapshot.files()} == set(range(8))

@@ -16,7 +16,7 @@ from runner.commands.read import read_rows
 from runner.errors import UserError
 from runner.pipeline.run import run_pipeline
 from runner.services.compact import compact_table
-from runner.services.expand import expand_table
+from runner.services.expand import ExpansionRequest, expand_table
 from runner.spec import load_spec
 from tests.helpers import (
     CHANGE_FEED_SCHEMA,
@@ -267,7 +267,7 @@ def test_compaction_keeps_the_deleted_keys_remembered_and_expansion_refuses(spar
     compacted = compact_table(spec, spark=spark)
     assert compacted.buckets > 0
     with pytest.raises(UserError, match="remembers deleted keys"):
-        expand_table(spec, 8, "multiple_rehash", spark=spark)
+        expand_table(spec, ExpansionRequest(8, "multiple_rehash"), spark=spark)
     write_batch(tmp_path, _events(*[(k, "u", 7, "late") for k in range(12)]), CHANGE_FEED_SCHEMA)
     summary = run_pipeline(spec, spark=spark)
     assert (summary.late_events, summary.updated) == (6, 6)  # the deleted ones are late

@@ -13,7 +13,7 @@ from runner.delta.snapshot import open_table
 from runner.errors import UserError
 from runner.index.naming import parse_data_file_name
 from runner.pipeline.run import run_pipeline
-from runner.services.expand import expand_table, expansion_frame
+from runner.services.expand import ExpansionRequest, expand_table, expansion_frame
 from runner.services.expansion_plan import plan_expansion
 from runner.spec import load_spec
 from tests.helpers import (
@@ -94,7 +94,7 @@ def test_multiple_rehash_4_to_8_then_overwrite_8_to_6(spark, table):
     version = DeltaTable(str(table_dir)).version()
     old_files = {p.rsplit("/", 1)[-1] for p in DeltaTable(str(table_dir)).file_uris()}
 
-    _, done = expand_table(spec, 8, "multiple_rehash", spark=spark)
+    _, done = expand_table(spec, ExpansionRequest(8, "multiple_rehash"), spark=spark)
     assert done is not None and done.version == version + 1 and not done.shuffle
     after = _sorted(_check_layout(table_dir, dict.fromkeys(CITIES, 8)))
     # the same rows, keys and values: only _bucket moved
@@ -119,8 +119,8 @@ def test_multiple_rehash_4_to_8_then_overwrite_8_to_6(spark, table):
 
     # 8 to 6 is no multiple: refused, with overwrite offered
     with pytest.raises(UserError, match="use --policy overwrite"):
-        expand_table(spec, 6, "multiple_rehash", spark=spark)
-    _, done = expand_table(spec, 6, "overwrite", spark=spark)
+        expand_table(spec, ExpansionRequest(6, "multiple_rehash"), spark=spark)
+    _, done = expand_table(spec, ExpansionRequest(6, "overwrite"), spark=spark)
     assert done.shuffle and done.version == version + 2
     after = _sorted(_check_layout(table_dir, dict.fromkeys(CITIES, 6)))
     pd.testing.assert_frame_equal(before.drop(columns="_bucket"), after.drop(columns="_bucket"))
@@ -140,11 +140,11 @@ def test_multiple_rehash_4_to_8_then_overwrite_8_to_6(spark, table):
 def test_one_partition_grows_alone_and_writes_follow_its_count(spark, table):
     spec_path, table_dir, _ = table
     spec = load_spec(spec_path)
-    plan, _ = expand_table(spec, None, None, partitions=["city=sf"], dry_run=True)
+    plan, _ = expand_table(spec, ExpansionRequest(None, partitions=["city=sf"], dry_run=True))
     assert [c.partition_path for c in plan.changes] == ["city=sf"]
     assert plan.changes[0].buckets_after == 8  # the spec's default factor, 2
 
-    expand_table(spec, 16, None, partitions=["city=sf"], spark=spark)
+    expand_table(spec, ExpansionRequest(16, partitions=["city=sf"]), spark=spark)
     counts = {"ams": 4, "sf": 16, "nyc": 4}
     _check_layout(table_dir, counts)
     conf = _configuration(table_dir)
@@ -158,7 +158,7 @@ def test_one_partition_grows_alone_and_writes_follow_its_count(spark, table):
     assert len(rows) == 330 and rows["id"].is_unique
 
     with pytest.raises(UserError, match="did you mean 'city=sf'"):
-        expand_table(spec, 32, None, partitions=["city=sg"], dry_run=True)
+        expand_table(spec, ExpansionRequest(32, partitions=["city=sg"], dry_run=True))
 
 
 @pytest.mark.parametrize("point", ["after_bucket_file", "before_commit"])
@@ -169,7 +169,7 @@ def test_a_failed_expansion_leaves_the_table_as_it_was(spark, table, monkeypatch
     on_disk = {p for p in table_dir.rglob("*.parquet")}
     monkeypatch.setenv("RUNNER_FAULT", point)
     with pytest.raises(Exception, match="injected fault"):
-        expand_table(load_spec(spec_path), 8, "multiple_rehash", spark=spark)
+        expand_table(load_spec(spec_path), ExpansionRequest(8, "multiple_rehash"), spark=spark)
     monkeypatch.delenv("RUNNER_FAULT")
     assert DeltaTable(str(table_dir)).version() == version
     pd.testing.assert_frame_equal(_sorted(read_table(table_dir)), before)
@@ -180,7 +180,7 @@ def test_a_failed_expansion_leaves_the_table_as_it_was(spark, table, monkeypatch
 def test_a_writer_that_read_the_old_layout_cannot_commit(spark, table):
     spec_path, table_dir, _ = table
     stale = open_table(str(table_dir))
-    expand_table(load_spec(spec_path), 8, "multiple_rehash", spark=spark)
+    expand_table(load_spec(spec_path), ExpansionRequest(8, "multiple_rehash"), spark=spark)
     assert_stale_writer_refused(stale)
 
 

@@ -21,7 +21,7 @@ from runner.cli import cli
 from runner.commands.read import read_rows
 from runner.errors import UserError
 from runner.pipeline.run import run_pipeline
-from runner.services.expand import expand_table
+from runner.services.expand import ExpansionRequest, expand_table
 from runner.sources.jdbc import plan_jdbc
 from runner.sources.model import SourcePlan
 from runner.sources.plan import read_source
@@ -178,7 +178,7 @@ def test_chained_tables_read_only_new_commits(spark, tmp_path):
         pd.testing.assert_frame_equal(_table(tmp_path / "table_b"), reference, check_dtype=False)
         if i == 1:
             # moving rows between buckets is not news downstream
-            expand_table(upstream, buckets=4, spark=spark)
+            expand_table(upstream, ExpansionRequest(4), spark=spark)
             assert run_pipeline(downstream, spark=spark).nothing_new
     last = run_pipeline(downstream, spark=spark)
     assert last.nothing_new

@@ -22,7 +22,7 @@ from runner.errors import TableMismatchError
 from runner.pipeline.run import run_pipeline
 from runner.services.clean import clean_table
 from runner.services.compact import CompactSummary, compact_table, plan_compaction, run_compaction
-from runner.services.expand import expand_table
+from runner.services.expand import ExpansionRequest, expand_table
 from runner.spec import load_spec
 from tests.helpers import (
     city_content,
@@ -271,7 +271,7 @@ def test_expansion_never_resurrects_a_deleted_row(spark, tmp_path, table):
     _upsert(spark, tmp_path, table, city_rows([1, 2, 3], 2))
     expected = city_content(tmp_path / "table")
     spec = write_spec(tmp_path, _target())
-    expand_table(load_spec(spec), 8, "overwrite", spark=spark)
+    expand_table(load_spec(spec), ExpansionRequest(8, "overwrite"), spark=spark)
     pd.testing.assert_frame_equal(city_content(tmp_path / "table"), expected)
     # multiple_rehash splits a bucket's base and delta files alike, minus deleted rows
     eight = write_spec(tmp_path, _target(index={"buckets": 8}))
@@ -282,7 +282,7 @@ def test_expansion_never_resurrects_a_deleted_row(spark, tmp_path, table):
     expected = city_content(tmp_path / "table")
     assert 5 not in set(expected["id"])
     assert max(len(f) for f in open_table(str(tmp_path / "table")).files_by_group().values()) > 1
-    expand_table(load_spec(eight), 16, spark=spark)
+    expand_table(load_spec(eight), ExpansionRequest(16), spark=spark)
     pd.testing.assert_frame_equal(city_content(tmp_path / "table"), expected)
     after = open_table(str(tmp_path / "table"))
     assert not any(f.deletion_vector for f in after.files())

@@ -24,7 +24,7 @@ from runner.index.naming import parse_data_file_name
 from runner.pipeline.run import run_pipeline
 from runner.services.clean import clean_table
 from runner.services.compact import compact_table
-from runner.services.expand import expand_table, run_expansion
+from runner.services.expand import ExpansionRequest, expand_table, run_expansion
 from runner.services.expansion_plan import plan_expansion
 from runner.spec import load_spec
 from runner.storage.location import locate
@@ -310,11 +310,11 @@ def test_bucket_expansion_on_s3(s3, needs_s3_connector, tmp_path, table_type):
     spec, expected = _expandable(s3, spark, tmp_path, f"grow_{table_type.lower()}", table_type)
     uri = spec.target.path
     version = DeltaTable(uri, storage_options=_options(s3)).version()
-    _, done = expand_table(spec, 4, "multiple_rehash", spark=spark)
+    _, done = expand_table(spec, ExpansionRequest(4, "multiple_rehash"), spark=spark)
     assert done is not None and done.version == version + 1 and not done.shuffle
     assert set(map(frozenset, _buckets_on_s3(s3, uri).values())) == {frozenset(range(4))}
     pd.testing.assert_frame_equal(_normalized(_table_rows(s3, uri)), expected)
-    _, done = expand_table(spec, 6, "overwrite", spark=spark)
+    _, done = expand_table(spec, ExpansionRequest(6, "overwrite"), spark=spark)
     assert done is not None and done.version == version + 2
     assert set(map(frozenset, _buckets_on_s3(s3, uri).values())) == {frozenset(range(6))}
     pd.testing.assert_frame_equal(_normalized(_table_rows(s3, uri)), expected)
@@ -344,7 +344,7 @@ def test_expansion_races_on_s3(s3, needs_s3_connector, tmp_path):
     uri = spec.target.path
 
     stale = open_table(uri)
-    expand_table(spec, 4, "multiple_rehash", spark=spark)
+    expand_table(spec, ExpansionRequest(4, "multiple_rehash"), spark=spark)
     assert_stale_writer_refused(stale)
 
     def expansion_overtaken_by(rows: pd.DataFrame, partition: str):
