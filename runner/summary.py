@@ -27,6 +27,7 @@ class Stages:
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
         start = time.perf_counter()
+        self.seconds.setdefault(name, 0.0)  # in the order the stages started
         self._nested.append(0.0)
         try:
             yield

@@ -118,13 +118,19 @@ def commit_prepared(
     if version is None:
         return None
     faults.maybe_fail("after_commit")
-    log.info(
-        "commit_done",
-        version=version,
-        files_added=len(prepared.changes.added),
-        files_removed=len(prepared.changes.removed),
-    )
     return version
+
+
+def log_commit(version: int | None, figures: Mapping[str, Any]) -> None:
+    """The commit's log event, with the figures of what was committed (after a re-merge,
+    the last round's)."""
+    if version is not None:
+        log.info(
+            "commit_done",
+            version=version,
+            files_added=figures["files_added"],
+            files_removed=figures["files_removed"],
+        )
 
 
 def _table_to_commit_to(

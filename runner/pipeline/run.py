@@ -36,6 +36,7 @@ from runner.pipeline.commit_stage import (
     Written,
     commit_checkpoints_only,
     commit_prepared,
+    log_commit,
     prepare_commit,
 )
 from runner.pipeline.context import RunContext, RunOptions, batch_app_id
@@ -242,8 +243,10 @@ def _merge(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Committed]:
                     remerge.figures(verdicts),
                 )
                 version = commit_prepared(ctx, run.inputs, prepared, remerge.resolver(verdicts))
+            figures = remerge.figures(verdicts)
+            log_commit(version, figures)
             added = remerge.columns_added or (prepared.columns_added if prepared else ())
-            return remerge.figures(verdicts), Committed(version, added)
+            return figures, Committed(version, added)
         except BaseException:
             remove_uncommitted(run.spark, ctx.table, ctx.instant)
             raise
@@ -290,8 +293,8 @@ def _bulk_insert(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Commit
                         f"(version {clash.latest.version}); bulk_insert writes only into "
                         "empty partitions, so nothing of this run was committed"
                     ) from clash
-            committed = Committed(version, prepared.columns_added if prepared else ())
-            return figures, committed
+            log_commit(version, figures)
+            return figures, Committed(version, prepared.columns_added if prepared else ())
         except BaseException:
             remove_uncommitted(run.spark, ctx.table, ctx.instant)
             raise
