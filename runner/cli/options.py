@@ -1,6 +1,6 @@
 """A command's options as one frozen value, so no function takes a long argument list.
 
-click hands a command its options as keyword arguments; `options_as(RunOptions)` under the
+click hands a command its options as keyword arguments; `options_as(RunCommand)` under the
 option decorators builds the value, and the command's body reads its fields. The function
 keeps its name and docstring, so the command's name and `--help` are unchanged.
 """

@@ -43,7 +43,7 @@ def validate(specs: tuple[str, ...]) -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunOptions:
+class RunCommand:
     """`runner run`'s argument and options."""
 
     spec: str
@@ -93,8 +93,8 @@ class RunOptions:
     metavar="DURATION",
     help="With --continuous: the least time from one round's start to the next (30s, 5m, 1h).",
 )
-@options_as(RunOptions)
-def run(options: RunOptions) -> None:
+@options_as(RunCommand)
+def run(options: RunCommand) -> None:
     """Run a pipeline spec: read, transform, key, write, commit.
 
     Reads the sources (only what is new, for incremental ones), runs the transform, builds
@@ -128,7 +128,7 @@ def run(options: RunOptions) -> None:
         write_summary(options.summary_json, summary)
 
 
-def _run_continuously(pipeline: PipelineSpec, options: RunOptions) -> None:
+def _run_continuously(pipeline: PipelineSpec, options: RunCommand) -> None:
     from runner.commands.continuous import run_continuously
     from runner.commands.summary_file import RoundSummaries
     from runner.summary import RunSummary

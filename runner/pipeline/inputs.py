@@ -30,7 +30,7 @@ class Inputs:
     points: StartingPoints
     plans: tuple[SourcePlan, ...]
     spark: SparkSession | None  # None when nothing new was found before Spark was needed
-    checkpoint_given: bool  # --checkpoint or --ignore-checkpoint chose where to start
+    checkpoint_given: bool  # --checkpoint chose where to start
 
     @property
     def nothing_new(self) -> bool:

@@ -39,7 +39,7 @@ from runner.pipeline.commit_stage import (
     log_commit,
     prepare_commit,
 )
-from runner.pipeline.context import RunContext, RunOptions, batch_app_id
+from runner.pipeline.context import RunContext, RunOptions
 from runner.pipeline.figures import write_figures
 from runner.pipeline.inputs import Inputs, plan_inputs
 from runner.pipeline.judge import count_batch, judge, quarantine_skipped, verdict_figures
@@ -56,8 +56,6 @@ from runner.storage.location import writing
 from runner.summary import RunSummary
 from runner.write.bulk_writer import OCCUPIED
 from runner.write.uncommitted import remove_uncommitted
-
-__all__ = ["RunOptions", "batch_app_id", "run_pipeline"]
 
 log = structlog.get_logger(__name__)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import structlog
+import structlog.testing
 import yaml
 
 from runner.errors import UserError
@@ -89,6 +91,13 @@ def test_a_key_field_missing_from_the_input_lists_the_columns(spark, tmp_path, c
         r"order_id, customer_id, ts, total$",
     ):
         run_pipeline(_spec(tmp_path, "SELECT * FROM orders", csv_and_json), spark=spark)
+
+
+def test_a_failed_run_logs_the_stage_it_failed_in(spark, tmp_path, csv_and_json):
+    with structlog.testing.capture_logs() as events, pytest.raises(UserError):
+        run_pipeline(_spec(tmp_path, "SELECT * FROM orders", csv_and_json), spark=spark)
+    failed = [e for e in events if e["event"] == "stage_failed"]
+    assert [(e["stage"], e["error"]) for e in failed] == [("plan", "UserError")]
 
 
 def test_many_new_local_files_are_listed_without_a_spark_job(spark, tmp_path):
