@@ -114,9 +114,10 @@ def main() -> None:
     parser.add_argument("--buckets", type=int, default=16)
     parser.add_argument(
         "--only",
-        choices=["write", "expand", "mor", "scd2"],
+        choices=["write", "expand", "mor", "scd2", "change-feed"],
         help="run one group of scenarios (default: all; mor: merge-on-read tables; scd2: a "
-        "change feed's history, 1%% of the keys changed)",
+        "change feed's history, 1%% of the keys changed; change-feed: target.change_data_feed "
+        "and skip_unchanged, a 1%% upsert and its replay, whole runner processes)",
     )
     parser.add_argument(
         "--mor-keys",
@@ -163,6 +164,7 @@ def main() -> None:
     args = parser.parse_args()
     warmup = args.warmup if args.warmup is not None else args.rows <= WARMUP_MAX_ROWS
 
+    from bench.change_feed import render_change_feed, run_change_feed_benchmarks
     from bench.expand import run_expand_benchmarks
     from bench.merge_on_read import run_mor_benchmarks
     from bench.scd2 import run_scd2_benchmarks
@@ -174,7 +176,7 @@ def main() -> None:
     logs.configure("warning")
     conf = {"spark.ui.enabled": "false"}
     jars: list[str] = []
-    if args.only in (None, "mor"):  # delta-spark MERGE as a peer, when its jars can be had
+    if args.only in (None, "mor", "change-feed"):  # delta-spark MERGE as a peer, if it can be
         jars, extra_conf = delta_spark_jars()
         conf.update(extra_conf)
     spark = spark_session(SparkSettings(master="local[2]", conf=conf), "bench", False, jars=jars)
@@ -214,6 +216,16 @@ def main() -> None:
             results += run_scd2_benchmarks(
                 spark, Path(tmp) / "scd2", args.rows, args.repeats, args.buckets, warmup
             )
+        if args.only in (None, "change-feed"):
+            results += run_change_feed_benchmarks(
+                spark,
+                Path(tmp) / "change_feed",
+                args.rows,
+                args.repeats,
+                args.buckets,
+                warmup,
+                skip=args.skip_peer,
+            )
         spark.stop()  # the whole-process runs below start their own JVM
         results.append(
             {
@@ -230,6 +242,8 @@ def main() -> None:
         }
     )
     print(render(results))
+    if args.only in (None, "change-feed"):
+        print("\n" + render_change_feed(results))
     print(f"\nsmall upsert: {results[-2]['runner_s']:.2f} s per run")
     print(f"validate: {results[-1]['runner_s']:.2f} s per call")
     meta = {

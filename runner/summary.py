@@ -58,6 +58,7 @@ class RunSummary:
     rejected_by_rule: dict[str, int] = field(default_factory=dict)
     inserted: int = 0
     updated: int = 0
+    unchanged: int = 0  # equal to their stored row: left alone (target.skip_unchanged)
     deleted: int = 0
     duplicates_dropped: int = 0
     stale_skipped: int = 0
@@ -69,6 +70,7 @@ class RunSummary:
     files_added: int = 0
     files_removed: int = 0
     bytes_written: int = 0
+    change_data_files: int = 0  # Delta's change data feed: files of this commit's changes
     buckets_touched: int = 0
     partitions_touched: int = 0
     table_type: str = "COPY_ON_WRITE"
@@ -127,12 +129,14 @@ class RunSummary:
             f"  instant      {self.instant}   run {self.run_id}",
             f"  rows read    {self.rows_read:,}",
             f"  inserted     {self.inserted:,}   updated {self.updated:,}   "
-            f"deleted {self.deleted:,}",
+            + (f"unchanged {self.unchanged:,}   " if self.unchanged else "")
+            + f"deleted {self.deleted:,}",
             f"  dropped      {self.duplicates_dropped:,} duplicates in the batch, "
             f"{self.stale_skipped:,} older than stored, {self.deletes_missing:,} deletes of "
             "missing keys",
             f"  files        +{self.files_added} -{self.files_removed}   "
-            f"{human_size(self.bytes_written)} written   {self.buckets_touched} bucket(s) in "
+            + (f"+{self.change_data_files} change data   " if self.change_data_files else "")
+            + f"{human_size(self.bytes_written)} written   {self.buckets_touched} bucket(s) in "
             f"{self.partitions_touched} partition(s) "
             + ("rewritten" if self.table_type == "COPY_ON_WRITE" else "changed"),
         ]

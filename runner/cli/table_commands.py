@@ -188,8 +188,16 @@ class ReadOptions:
 
 @click.command()
 @click.argument("table")
-@click.option("--since", metavar="INSTANT", help="Only rows committed after this instant.")
-@click.option("--until", metavar="INSTANT", help="Only rows committed at or before this instant.")
+@click.option(
+    "--since",
+    metavar="INSTANT",
+    help="Only the changes (or rows) of the commits after this instant.",
+)
+@click.option(
+    "--until",
+    metavar="INSTANT",
+    help="Only the changes (or rows) of the commits at or before this instant.",
+)
 @click.option(
     "--as-of",
     metavar="VERSION|INSTANT",
@@ -212,17 +220,20 @@ class ReadOptions:
 @click.option("--out", type=click.Path(dir_okay=False, writable=True), help="Write to this file.")
 @options_as(ReadOptions)
 def read(options: ReadOptions) -> None:
-    """Read a runner table's rows: all, an incremental pull, or as of a point in time.
+    """Read a runner table's rows: all, its changes since an instant, or as of a point in time.
 
     \b
       runner read warehouse/trips --since 20261122093000000
       runner read warehouse/trips --as-of 3 --format parquet --out v3.parquet
       runner read warehouse/customers --as-of-business-time 2026-06-30T00:00:00
 
-    An incremental pull returns the rows whose _commit_time is in (SINCE, UNTIL], opening
-    only files whose statistics can hold them, like Hudi's incremental query. Instants are
-    yyyyMMddHHmmssSSS (UTC), as in _commit_time and in every run summary. Starts no JVM;
-    the row count goes to stderr.
+    --since/--until on a table with a change data feed (target.change_data_feed: true)
+    return the changes of the commits in (SINCE, UNTIL]: inserted rows, updated rows before
+    and after, deleted rows, with _change_type, _commit_version and _commit_timestamp, as
+    delta-spark's readChangeFeed does. On a table without one they return the rows whose
+    _commit_time is in (SINCE, UNTIL] in their current state, like Hudi's incremental query:
+    deletes are missing (a note on stderr says so). Instants are yyyyMMddHHmmssSSS (UTC), as
+    in _commit_time and in every run summary. Starts no JVM; the row count goes to stderr.
     """
     from runner.commands.read import read_rows, write_rows
 
@@ -237,6 +248,8 @@ def read(options: ReadOptions) -> None:
     )
     write_rows(result.rows, options.fmt, options.out)
     click.echo(result.describe(options.table), err=True)
+    if result.note:
+        click.echo(result.note, err=True)
 
 
 @click.command()

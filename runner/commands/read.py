@@ -1,18 +1,21 @@
 """`runner read`: incremental pulls and point-in-time reads of a runner table, without Spark.
 
-`--since A [--until B]` returns the rows whose `_commit_time` is in (A, B], as Hudi's
-incremental query does: the rows each commit in that range wrote, in their latest state.
-Only files whose `_commit_time` statistics can hold such rows are opened. `--as-of` reads
-the table as it was: a version number, or an instant (the newest commit whose instant is
-at or before it).
+`--since A [--until B]` on a table with Delta's change data feed (target.change_data_feed)
+returns the changes of the commits whose instant is in (A, B]: inserted rows, updated rows
+before and after, deleted rows, with `_change_type`, `_commit_version` and
+`_commit_timestamp` as delta-spark's readChangeFeed names them (runner.delta.change_feed).
+On a table without one it returns the rows whose `_commit_time` is in (A, B], as Hudi's
+incremental query does: the rows each commit in that range wrote, in their latest state (a
+row deleted since is missing, which a note on stderr says). Only files whose `_commit_time`
+statistics can hold such rows are opened. `--as-of` reads the table as it was: a version
+number, or an instant (the newest commit whose instant is at or before it).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote
 
@@ -24,6 +27,15 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from runner.delta.arrow_read import read_live
+from runner.delta.change_feed import (
+    CHANGE_COLUMNS,
+    CHANGE_TYPE,
+    commit_instant,
+    has_change_feed,
+    plan_changes,
+    read_changes,
+    versions_for_instants,
+)
 from runner.delta.directory import canonical, missing_files, walk
 from runner.delta.log_replay import deletion_vectors
 from runner.errors import UserError
@@ -36,14 +48,35 @@ INSTANT_DIGITS = 17  # yyyyMMddHHmmssSSS
 @dataclass(frozen=True)
 class ReadResult:
     rows: pa.Table
-    version: int
+    version: int  # the version read; of a change feed read, the latest version of the table
     files_read: int
     files_total: int
+    note: str | None = None  # to say once, beside the count
+    # a change feed read: the first and last versions whose changes were read (None: none)
+    changes: tuple[int, int] | None = None
+    change_feed: bool = False  # the rows are changes (read_changes' columns)
 
     def describe(self, path: str) -> str:
+        if self.change_feed:
+            return self._describe_changes(path)
         return (
             f"{self.rows.num_rows:,} row(s) of {path} at version {self.version}, from "
             f"{self.files_read} of {self.files_total} file(s)"
+        )
+
+    def _describe_changes(self, path: str) -> str:
+        if self.changes is None:
+            return f"0 change row(s) of {path}: no commit in that range"
+        counts = {
+            str(row["values"]): int(row["counts"])
+            for row in pc.value_counts(self.rows.column(CHANGE_TYPE)).to_pylist()
+        }
+        first, last = self.changes
+        return (
+            f"{self.rows.num_rows:,} change row(s) of {path} in versions {first}..{last} "
+            f"({counts.get('insert', 0):,} inserted, {counts.get('update_postimage', 0):,} "
+            f"updated with a row before and after each, {counts.get('delete', 0):,} deleted), "
+            f"from {self.files_read} file(s)"
         )
 
 
@@ -59,16 +92,55 @@ def read_rows(
         table = DeltaTable(path, storage_options=location.storage_options())
     except TableNotFoundError:
         raise UserError(f"no Delta table at {path}") from None
-    if as_of is not None:
-        latest = table.version()
-        table.load_as_version(_as_of_version(table, as_of))
-        _check_files_kept(location, table, latest)
     for name, value in (("--since", since), ("--until", until)):
         if value is not None and not _is_instant(value):
             raise UserError(
                 f"{name} {value!r} is not an instant; write yyyyMMddHHmmssSSS, e.g. "
                 "20261122093000000 (the _commit_time of a row, or a run summary's instant)"
             )
+    pull = since is not None or until is not None
+    point_in_time = as_of is not None or as_of_business_time is not None
+    if pull and not point_in_time and has_change_feed(table):
+        return _read_changes(location, table, since, until)
+    note = None
+    if pull and not has_change_feed(table):
+        note = (
+            f"note: deletes are not included: {path} has no change data feed, so "
+            "--since/--until return the rows committed in that range in their current "
+            "state, and a row deleted since is missing; set target.change_data_feed: true "
+            "in its spec to read inserts, updates and deletes (kept from the next run on)"
+        )
+    if as_of is not None:
+        latest = table.version()
+        table.load_as_version(_as_of_version(table, as_of))
+        _check_files_kept(location, table, latest)
+    result = _read_state(location, table, since, until, as_of_business_time)
+    return replace(result, note=note)
+
+
+def _read_changes(
+    location: TableLocation, table: DeltaTable, since: str | None, until: str | None
+) -> ReadResult:
+    """The change feed of the commits whose instant is in (since, until]."""
+    span = versions_for_instants(location, table, since, until)
+    if span is None:
+        schema = pa.schema([*pa.schema(table.schema().to_arrow()), *CHANGE_COLUMNS])
+        return ReadResult(schema.empty_table(), table.version(), 0, 0, change_feed=True)
+    plan = plan_changes(location, table, *span).between_instants(since, until)
+    files = len(plan.files)
+    rows = read_changes(location, plan)
+    return ReadResult(rows, table.version(), files, files, changes=span, change_feed=True)
+
+
+def _read_state(
+    location: TableLocation,
+    table: DeltaTable,
+    since: str | None,
+    until: str | None,
+    as_of_business_time: str | None,
+) -> ReadResult:
+    """The rows of the loaded version, those committed in (since, until] if given."""
+    path = location.uri
     actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
     schema = pa.schema(table.schema().to_arrow())
     wanted = None
@@ -176,17 +248,9 @@ def _as_of_version(table: DeltaTable, as_of: str) -> int:
             f"--as-of {as_of!r}: give a version number or an instant (yyyyMMddHHmmssSSS)"
         )
     for commit in table.history():  # newest first
-        if _commit_instant(commit) <= as_of:
+        if commit_instant(commit) <= as_of:
             return int(commit["version"])
     raise UserError(f"--as-of {as_of}: the table has no commit at or before that instant")
-
-
-def _commit_instant(commit: dict[str, Any]) -> str:
-    meta = commit.get("runner")
-    if isinstance(meta, dict) and meta.get("instant"):
-        return str(meta["instant"])
-    moment = dt.datetime.fromtimestamp(commit["timestamp"] / 1000, dt.UTC)
-    return moment.strftime("%Y%m%d%H%M%S") + f"{moment.microsecond // 1000:03d}"
 
 
 def write_rows(rows: pa.Table, fmt: str, out: str | None) -> None:

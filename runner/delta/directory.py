@@ -1,9 +1,10 @@
 """What lies in a table's directory, beside what its Delta log references.
 
-The runner owns only the data files it wrote, which its naming gives away (bucket id, file
-group id, write token, instant: runner.index.naming). Everything else in the directory, a
-user's file, another tool's output, a nested table, is someone else's: the runner never
-creates a table on top of it and never deletes it.
+The runner owns only the files it wrote, which their naming gives away: data files and
+change data files (under `_change_data/`) named with bucket id, file group id, write token
+and instant (runner.index.naming), deletion vector files under `_deletion_vectors/<instant>/`.
+Everything else in the directory, a user's file, another tool's output, a nested table, is
+someone else's: the runner never creates a table on top of it and never deletes it.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from runner.errors import CommitConflictError, UserError
 from runner.index.naming import parse_data_file_name
 from runner.storage.in_flight import RUNNER_DIR
 from runner.storage.location import TableLocation
+from runner.storage.meta_columns import CHANGE_DATA_DIR
 
 DELTA_LOG = "_delta_log"
-# The runner's own directories at a table's root, which no partition path may take.
-RESERVED = (DV_DIR, RUNNER_DIR)
+# The directories at a table's root that are no partition and that no partition path may
+# take: the runner's own, and Delta's change data files.
+RESERVED = (DV_DIR, RUNNER_DIR, CHANGE_DATA_DIR)
 SHOWN = 5  # files named in a refusal
 
 
@@ -35,7 +38,8 @@ class StoredFile:
 
     @property
     def written_by_runner(self) -> bool:
-        """A data file or a deletion vector file, named as the runner names them."""
+        """A data file, a change data file or a deletion vector file, named as the runner
+        names them."""
         if self.link:
             return False
         return (

@@ -178,6 +178,19 @@ def add_action(f: NewFile, now: int, data_change: bool) -> dict[str, Any]:
     }
 
 
+def cdc_action(f: NewFile) -> dict[str, Any]:
+    """A change data file of the version (Delta's change data feed): rows with their
+    `_change_type`, read instead of its adds and removes by a change feed reader."""
+    return {
+        "cdc": {
+            "path": log_path(f.path),
+            "partitionValues": {},
+            "size": f.size,
+            "dataChange": False,
+        }
+    }
+
+
 def re_add_action(update: NewDeletionVector, now: int) -> dict[str, Any]:
     """The stored file again, same path and size, with its new deletion vector. Its stats
     stay those of its physical rows; min/max may now be wider than the live rows."""

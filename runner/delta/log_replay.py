@@ -1,10 +1,14 @@
-"""What delta-rs does not expose: each live file's deletion vector and statistics string.
+"""What delta-rs does not expose: each live file's deletion vector and statistics string,
+and what one version's commit entry names besides its live files.
 
 `DeltaTable.get_add_actions()` has neither the `deletionVector` descriptor nor the raw stats,
 and a MERGE_ON_READ commit needs both (a `remove` must name the file's current DV, and the
 `add` that gives it a new DV keeps its stats). So this module replays the Delta log from the
 last classic checkpoint (the kind delta-rs writes) up to a version, keeping per file path
 its last `add`. It is used only on tables with the deletionVectors feature.
+
+A version's change data files (its `cdc` actions, under `_change_data/`) and the files it
+removes are in no snapshot: `read_commit` reads them from that version's JSON entry.
 """
 
 from __future__ import annotations
@@ -27,6 +31,50 @@ _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.\d{10}\.\d{10})?\.parquet$")
 _V2_CHECKPOINT = re.compile(r"^\d{20}\.checkpoint\.[0-9a-f-]{36}\.(json|parquet)$")
 DELETION_VECTORS = "deletionVectors"  # the table feature
+
+
+@dataclass(frozen=True)
+class CommitEntry:
+    """One version's JSON commit entry, as its actions."""
+
+    version: int
+    actions: tuple[dict[str, Any], ...]
+
+    @property
+    def commit_info(self) -> dict[str, Any]:
+        return next((a["commitInfo"] for a in self.actions if "commitInfo" in a), {})
+
+    def change_data(self) -> list[str]:
+        """The change data files its `cdc` actions name (table-relative, decoded)."""
+        return [unquote(a["cdc"]["path"]) for a in self.actions if "cdc" in a]
+
+    def removed_with_data_change(self) -> list[str]:
+        """The files its `remove` actions with dataChange take out, each with the deletion
+        vector file it had (table-relative, decoded): what a change data feed reader reads
+        as deleted rows in a version without change data files."""
+        paths = []
+        for action in self.actions:
+            remove = action.get("remove")
+            if remove is None or not remove.get("dataChange", True):
+                continue
+            paths.append(unquote(remove["path"]))
+            dv = remove.get("deletionVector")
+            relative = DeletionVector.from_log(dv).relative_path if dv else None
+            if relative:
+                paths.append(relative)
+        return paths
+
+
+def read_commit(location: TableLocation, version: int) -> CommitEntry | None:
+    """Version `version`'s commit entry; None where the log no longer holds it (removed
+    after a checkpoint, as Delta's log retention does) or never did."""
+    fs, root = location.filesystem()
+    try:
+        with fs.open_input_stream(f"{root}/_delta_log/{version:020d}.json") as f:
+            text = f.read().decode()
+    except FileNotFoundError:
+        return None
+    return CommitEntry(version, tuple(json.loads(line) for line in text.splitlines() if line))
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,9 @@ from runner.errors import RunnerError
 from runner.index.naming import parse_data_file_name
 from runner.storage.location import TableLocation, locate
 
+# The table setting that turns Delta's change data feed on.
+CHANGE_FEED_SETTING = "delta.enableChangeDataFeed"
+
 Group = tuple[str, int]  # (partition path, bucket)
 
 
@@ -57,6 +60,11 @@ class TableSnapshot:
     @property
     def configuration(self) -> dict[str, str]:
         return dict(self.table.metadata().configuration)
+
+    @property
+    def has_change_feed(self) -> bool:
+        """The table keeps Delta's change data feed (delta.enableChangeDataFeed)."""
+        return self.configuration.get(CHANGE_FEED_SETTING) == "true"
 
     @property
     def has_deletion_vectors(self) -> bool:

@@ -9,7 +9,8 @@ version after the snapshot the writer read, in ONE loop for every writer:
 1. **Publish.** delta-rs commits what it can: a data change (adds and removes) on a table
    without deletion vectors. Everything else is a log entry the runner builds here from
    runner/delta/log_entry.py's actions and publishes itself (a hard link, or S3's
-   conditional put): an add with a deletion vector (a MERGE_ON_READ run), a new
+   conditional put): an add with a deletion vector (a MERGE_ON_READ run), change data
+   files (`cdc` actions: a table with Delta's change data feed), a new
    configuration together with files (an expansion), `dataChange: false` (a compaction).
    Either way the publication fails when another writer took that version. Entries the
    runner writes are checkpointed every 100 versions, as delta-rs checkpoints its own.
@@ -53,6 +54,7 @@ from runner.delta.log_entry import (
     NewDeletionVector,
     NewFile,
     add_action,
+    cdc_action,
     commit_info,
     metadata_action,
     now_ms,
@@ -78,6 +80,7 @@ class Commit:
     operation: str  # commitInfo's operation: WRITE, RUNNER EXPAND, OPTIMIZE
     metadata: Mapping[str, Any]  # commitInfo's `runner` entry
     added: tuple[NewFile, ...] = ()
+    change_files: tuple[NewFile, ...] = ()  # Delta's change data feed: `cdc` actions
     removed: tuple[DataFile, ...] = ()
     deletion_vectors: tuple[NewDeletionVector, ...] = ()  # stored files re-added with a new DV
     buckets: frozenset[Group] = frozenset()  # buckets it replaces or creates
@@ -95,7 +98,8 @@ class Commit:
     def new_paths(self) -> list[str]:
         """Its new files: data files and deletion vector files."""
         dvs = (d.deletion_vector.relative_path for d in self.deletion_vectors)
-        return [*(f.path for f in self.added), *filter(None, dvs)]
+        files = [*self.added, *self.change_files]
+        return [*(f.path for f in files), *filter(None, dvs)]
 
 
 class BucketClash(CommitConflictError):
@@ -283,7 +287,12 @@ class CompactionRule:
 def _publish(snapshot: TableSnapshot, changes: Commit) -> int:
     """One attempt: the version published; CommitFailedError or _VersionTaken when another
     writer took it."""
-    if changes.configuration is None and changes.data_change and not snapshot.has_deletion_vectors:
+    if (
+        changes.configuration is None
+        and changes.data_change
+        and not changes.change_files
+        and not snapshot.has_deletion_vectors
+    ):
         assert not changes.deletion_vectors, "deletion vectors on a table without the feature"
         _commit_with_delta_rs(snapshot, changes)
         snapshot.table.update_incremental()
@@ -346,4 +355,5 @@ def _entry(snapshot: TableSnapshot, changes: Commit) -> list[dict[str, Any]]:
         actions += [remove_action(update.file, now, data_change=True), re_add_action(update, now)]
     actions += [remove_action(f, now, changes.data_change) for f in changes.removed]
     actions += [add_action(f, now, changes.data_change) for f in changes.added]
+    actions += [cdc_action(f) for f in changes.change_files]
     return actions

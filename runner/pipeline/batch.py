@@ -24,6 +24,7 @@ from runner.pipeline.cdc_columns import check_feed_columns, not_stored, with_his
 from runner.pipeline.context import RunContext
 from runner.pipeline.key_columns import add_key_columns
 from runner.pipeline.quality import add_malformed, add_verdicts, check_expectations
+from runner.sources.delta_changes import COMMIT_TIMESTAMP, COMMIT_VERSION
 from runner.sources.model import SourcePlan
 from runner.sources.plan import read_input
 from runner.spec.model import Target
@@ -92,7 +93,8 @@ def _pinned(keyed: DataFrame, reads_database: bool = False) -> DataFrame:
 
 def _without_meta_columns(batch: DataFrame) -> DataFrame:
     """A batch read from a runner table brings meta columns; this run computes its own."""
-    dropped = [c for c in batch.columns if c in META_COLUMNS]
+    # a change feed's version and time: a transform that wants them renames them
+    dropped = [c for c in batch.columns if c in (*META_COLUMNS, COMMIT_VERSION, COMMIT_TIMESTAMP)]
     if dropped:
         log.info("input_meta_columns_replaced", columns=dropped)
     return batch.drop(*dropped)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 from pyspark.sql import DataFrame, SparkSession
@@ -30,6 +30,13 @@ class BucketPlan:
     on_driver: bool  # merged on driver threads, not in a Spark job
     threads: int  # driver threads, when on_driver
     merged_on: str  # for the run summary: the driver or Spark executors, and why
+    table_feed: bool = False  # the table keeps Delta's change data feed
+
+    @property
+    def change_feed(self) -> bool:
+        """Each bucket write also writes its change data file; not when every touched
+        bucket is new: such a write only adds new rows (runner/pipeline/figures.py)."""
+        return self.table_feed and bool(self.stored)
 
     def file_ids(self) -> dict[Group, str]:
         """The file group id each bucket's new file carries: its stored group's, or new."""
@@ -48,13 +55,14 @@ class BucketPlan:
             self.on_driver,
             self.threads,
             self.merged_on,
+            self.table_feed,
         )
 
     def updated_by(self, redone: BucketPlan) -> BucketPlan:
         """This plan with a re-merge's buckets holding the files it merged with."""
         stored = {g: files for g, files in self.stored.items() if g not in redone.groups}
         stored |= redone.stored
-        return BucketPlan(self.groups, stored, self.on_driver, self.threads, self.merged_on)
+        return replace(self, stored=stored)
 
 
 def plan_buckets(
@@ -77,7 +85,8 @@ def plan_buckets(
         else f"Spark executors ({why_not})"
     )
     log.info("merge_place", place=merged_on)
-    return BucketPlan(dict(groups), stored, why_not is None, threads, merged_on)
+    feed = target.change_data_feed or (snapshot is not None and snapshot.has_change_feed)
+    return BucketPlan(dict(groups), stored, why_not is None, threads, merged_on, feed)
 
 
 def stored_files(

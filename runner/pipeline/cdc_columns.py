@@ -4,6 +4,8 @@ applied per bucket by the writer (runner/write/cdc_apply.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -11,6 +13,7 @@ from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import BooleanType, StringType, StructType
 
 from runner.errors import UserError
+from runner.sources.delta_changes import CHANGE_TYPE
 from runner.spec.model import Target
 from runner.write.driver_merge import orderable
 
@@ -70,21 +73,26 @@ def with_history_columns(batch: DataFrame, target: Target) -> DataFrame:
     )
 
 
-def is_delete(target: Target) -> Column | None:
+def is_delete(target: Target, columns: Sequence[str] = ()) -> Column | None:
     """True for an event that deletes its key; None when no row deletes (no delete marker,
-    no operation column)."""
+    no operation column, no change feed's `_change_type` among `columns`: a chained
+    pipeline's source hands on its deletes so, runner/sources/delta_changes.py)."""
     cdc = target.cdc
+    handed_on = F.col(CHANGE_TYPE) == "delete" if CHANGE_TYPE in columns else None
     if cdc is not None:
         if cdc.operation_column is None:
-            return None
+            return F.coalesce(handed_on, F.lit(False)) if handed_on is not None else None
         return F.coalesce(F.col(cdc.operation_column).isin(*cdc.delete_values), F.lit(False))
-    if target.delete_marker:
-        return F.coalesce(F.col(target.delete_marker), F.lit(False))
-    return None
+    marker = F.coalesce(F.col(target.delete_marker), F.lit(False)) if target.delete_marker else None
+    if handed_on is not None:
+        handed_on = F.coalesce(handed_on, F.lit(False))
+        return handed_on if marker is None else marker | handed_on
+    return marker
 
 
 def not_stored(target: Target) -> list[str]:
     """Input columns that say what to do with a row and are not stored."""
+    handed_on = [CHANGE_TYPE]  # a chained source's change type (runner/sources/delta_changes.py)
     if target.cdc is not None:
-        return [target.cdc.operation_column] if target.cdc.operation_column else []
-    return [target.delete_marker] if target.delete_marker else []
+        return [target.cdc.operation_column] if target.cdc.operation_column else handed_on
+    return [target.delete_marker, *handed_on] if target.delete_marker else handed_on

@@ -17,14 +17,26 @@ import structlog
 from pyspark.sql import Row
 
 from runner import faults
+from runner.delta.log_entry import NewFile
 from runner.delta.schema import SchemaPlan
 from runner.delta.snapshot import DataFile, Group, TableSnapshot, open_table
 from runner.delta.table_config import table_settings
-from runner.delta.table_setup import add_columns, create_table
+from runner.delta.table_setup import (
+    TableFeaturesWanted,
+    add_columns,
+    create_table,
+    enable_change_feed,
+)
 from runner.delta.transaction import Commit, Resolver, RunRule, commit
 from runner.errors import CommitConflictError
 from runner.pipeline.context import RunContext
-from runner.pipeline.figures import changed, commit_metadata, new_files
+from runner.pipeline.figures import (
+    change_feed_needed,
+    change_files,
+    changed,
+    commit_metadata,
+    new_files,
+)
 from runner.pipeline.inputs import Inputs
 from runner.sources.checkpoint import FIELD as CHECKPOINT_FIELD
 from runner.sources.checkpoint import StartingPoints, last_checkpoints
@@ -97,6 +109,7 @@ def prepare_commit(
         operation="WRITE",
         metadata=metadata,
         added=tuple(new_files(results)),
+        change_files=tuple(recorded_changes(results, stored)),
         removed=tuple(replaced_files(results, stored)),
         deletion_vectors=tuple(new_deletion_vectors(results, stored)),
         buckets=frozenset((r.partition_path, r.bucket) for r in changed(results)),
@@ -104,6 +117,30 @@ def prepare_commit(
         app_id=ctx.app_id,
     )
     return Prepared(snapshot, changes, columns_added)
+
+
+def recorded_changes(
+    results: Sequence[Row], stored: Mapping[Group, Sequence[DataFile]]
+) -> list[NewFile]:
+    """The change data files the commit references. A write whose touched buckets were all
+    new wrote none; if a re-merge then found another writer's files in some of them, the
+    commit would have to record the other buckets' inserts too: it stops instead."""
+    files = change_files(results, stored)
+    if files and any(r.path and not r.cdc_path for r in changed(results)):
+        raise CommitConflictError(
+            "another writer created files in buckets this run created too, on a table with a "
+            "change data feed; nothing of this run was committed: run it again"
+        )
+    return files
+
+
+def unused_change_files(
+    results: Sequence[Row], stored: Mapping[Group, Sequence[DataFile]]
+) -> list[str]:
+    """Change data files written but not committed: the commit only added new rows."""
+    if change_feed_needed(results, stored):
+        return []
+    return [r.cdc_path for r in results if r.cdc_path]
 
 
 def commit_prepared(
@@ -140,16 +177,16 @@ def _table_to_commit_to(
     (a re-merge after another writer's commit may find them added already)."""
     target = ctx.target
     if snapshot is None:
-        create_table(
-            ctx.table,
-            ctx.spec.name,
-            schema.file_schema,
-            table_settings(target),
+        features = TableFeaturesWanted(
             deletion_vectors=target.table_type == "MERGE_ON_READ",
+            change_feed=target.change_data_feed,
         )
+        create_table(ctx.table, ctx.spec.name, schema.file_schema, table_settings(target), features)
         created = open_table(ctx.table)
         assert created is not None
         return created, ()
+    if target.change_data_feed and not snapshot.has_change_feed:
+        snapshot = enable_change_feed(snapshot)
     have = set(snapshot.arrow_schema().names)
     missing = [f for f in schema.new_columns if f.name not in have]
     if missing:

@@ -23,6 +23,23 @@ def new_files(results: Sequence[Row]) -> list[NewFile]:
     return [NewFile(r.path, r.size, r.stats) for r in results if r.path]
 
 
+def change_feed_needed(results: Sequence[Row], stored: Mapping[Group, Sequence[DataFile]]) -> bool:
+    """Whether the commit records its changes in change data files (a table with Delta's
+    change data feed): only when it replaces stored files or gives them deletion vectors.
+    A commit that only adds files of new rows is read as inserts by every change feed
+    reader (the Delta protocol), so its change files would only repeat them."""
+    return bool(replaced_files(results, stored)) or any(r.deletion_vectors for r in results)
+
+
+def change_files(
+    results: Sequence[Row], stored: Mapping[Group, Sequence[DataFile]]
+) -> list[NewFile]:
+    """The change data files the commit references (see change_feed_needed)."""
+    if not change_feed_needed(results, stored):
+        return []
+    return [NewFile(r.cdc_path, r.cdc_size, "") for r in results if r.cdc_path]
+
+
 def changed(results: Sequence[Row]) -> list[Row]:
     """The result rows of buckets whose rows changed: the only ones the commit touches."""
     return [r for r in results if r.changed]
@@ -35,16 +52,20 @@ def write_figures(
     buckets and partitions, and a change feed's event counts."""
     changed_rows = changed(results)
     added = new_files(results)
+    change_data = change_files(results, stored)
     figures: dict[str, Any] = {
         "inserted": sum(r.insert for r in results),
         "updated": sum(r.update for r in results),
+        "unchanged": sum(r.unchanged for r in results),
         "deleted": sum(r.deleted for r in results),
         "duplicates_dropped": sum(r.duplicate for r in results),
         "stale_skipped": sum(r.stale for r in results),
         "deletes_missing": sum(r.delete_missing for r in results),
         "files_added": len(added),
         "files_removed": len(replaced_files(results, stored)),
-        "bytes_written": sum(f.size for f in added) + sum(r.dv_size for r in results),
+        "bytes_written": sum(f.size for f in [*added, *change_data])
+        + sum(r.dv_size for r in results),
+        "change_data_files": len(change_data),
         "buckets_touched": len({(r.partition_path, r.bucket) for r in changed_rows}),
         "table_type": target.table_type,
         "buckets_rewritten": sum(
@@ -70,6 +91,7 @@ COMMITTED_FIGURES = (
     "rows_quarantined",
     "inserted",
     "updated",
+    "unchanged",
     "deleted",
     "files_added",
     "files_removed",

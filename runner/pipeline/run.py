@@ -38,6 +38,7 @@ from runner.pipeline.commit_stage import (
     commit_prepared,
     log_commit,
     prepare_commit,
+    unused_change_files,
 )
 from runner.pipeline.context import RunContext, RunOptions
 from runner.pipeline.figures import write_figures
@@ -55,7 +56,7 @@ from runner.storage.in_flight import in_flight
 from runner.storage.location import writing
 from runner.summary import RunSummary
 from runner.write.bulk_writer import OCCUPIED
-from runner.write.uncommitted import remove_uncommitted
+from runner.write.uncommitted import remove_files, remove_uncommitted
 
 log = structlog.get_logger(__name__)
 
@@ -242,6 +243,7 @@ def _merge(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Committed]:
                 )
                 version = commit_prepared(ctx, run.inputs, prepared, remerge.resolver(verdicts))
             figures = remerge.figures(verdicts)
+            remove_files(ctx.table, unused_change_files(remerge.results, remerge.plan.stored))
             log_commit(version, figures)
             added = remerge.columns_added or (prepared.columns_added if prepared else ())
             return figures, Committed(version, added)

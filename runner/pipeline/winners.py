@@ -44,6 +44,8 @@ def merge_settings(target: Target) -> MergeSettings:
         merger=target.merger,
         cdc=target.cdc,
         scd=target.scd if target.cdc else None,
+        # a change feed's events are compared by their sequence (runner/write/cdc_apply.py)
+        skip_unchanged=target.skip_unchanged and target.cdc is None,
     )
 
 
@@ -51,7 +53,7 @@ def incoming_rows(
     keyed: DataFrame, target: Target, plan: SchemaPlan, instant: str, extra: Sequence[str] = ()
 ) -> DataFrame:
     """The batch in file layout plus the helper columns the merge needs (and `extra`)."""
-    marker = is_delete(target)
+    marker = is_delete(target, keyed.columns)
     data = plan.data_columns if target.operation != "delete" else []
     return keyed.select(
         F.lit(instant).alias(COMMIT_TIME),

@@ -71,6 +71,7 @@ def write_buckets(
         plan.file_ids(),
         stored={g: plan.stored[g] for g in plan.groups if g in plan.stored},
         merge=merge_settings(target),
+        change_feed=plan.change_feed,
         fault=faults.requested(),
     )
     job = bucket_write(target).job(request)
@@ -114,7 +115,11 @@ def rewrite_buckets(
     )
     redone = write_buckets(ctx, MergeInput(merge.spark, subset, merge.schema), plan, None, round_)
     superseded = [
-        path for r in results if _group(r) in again for path in (r.path, r.dv_path) if path
+        path
+        for r in results
+        if _group(r) in again
+        for path in (r.path, r.dv_path, r.cdc_path)
+        if path
     ]
     remove_files(ctx.table, superseded)
     return [r for r in results if _group(r) not in again] + redone

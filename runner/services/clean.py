@@ -19,6 +19,14 @@ delta-rs' `vacuum(full=True)` is not used: it deletes every file the log does no
 whoever wrote it, and live deletion-vector files too. The runner's deletion vector files
 (`_deletion_vectors/<instant>/...`) are cleaned like its data files: removed once no kept
 version references them.
+
+Delta's change data feed (`runner read --since`, delta-spark's readChangeFeed) reads, for
+each version, the change data files its `cdc` actions name (`_change_data/...`, named like
+data files), or where a version has none, the files it adds and removes. So a kept version
+also keeps its change data files and, on a table with the feed, the files it removes; a
+change data file no kept version names (an older version's, a killed run's) is removed
+like a data file. A kept version whose commit entry the log no longer holds has no change
+feed any reader could read: only its snapshot's files are kept.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ import structlog
 from deltalake import DeltaTable
 
 from runner.delta.directory import StoredFile, canonical, walk
-from runner.delta.log_replay import deletion_vectors
+from runner.delta.log_replay import deletion_vectors, read_commit
 from runner.delta.snapshot import open_table
 from runner.errors import UserError
 from runner.spec.model import PipelineSpec
@@ -127,7 +135,9 @@ def plan_clean(
     snapshot.table.update_incremental()
     version = snapshot.version
     keep = tuple(range(max(0, version - retain + 1), version + 1))
-    needed = _referenced(location, list(keep))
+    needed = _referenced(location, list(keep)) | _changes_read(
+        location, keep, snapshot.has_change_feed
+    )
     young_after_ns = time.time_ns() - min_age * 3600 * 1_000_000_000
     doomed: list[StoredFile] = []
     not_runners: list[str] = []
@@ -211,6 +221,22 @@ def _referenced(location: TableLocation, versions: list[int]) -> set[str]:
         for dv in deletion_vectors(location, table).values():
             if dv.relative_path:
                 paths.add(canonical(dv.relative_path))
+    return paths
+
+
+def _changes_read(location: TableLocation, versions: tuple[int, ...], feed: bool) -> set[str]:
+    """The files a change feed reader reads for `versions` beside their snapshots' (table-
+    relative, decoded, canonical): each version's change data files and, on a table with
+    the feed (`feed`), the files a version without change data files removes."""
+    paths: set[str] = set()
+    for version in versions:
+        entry = read_commit(location, version)
+        if entry is None:
+            continue
+        changes = entry.change_data()
+        paths.update(canonical(p) for p in changes)
+        if feed and not changes:
+            paths.update(canonical(p) for p in entry.removed_with_data_change())
     return paths
 
 

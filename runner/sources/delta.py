@@ -1,10 +1,15 @@
-"""Delta table sources: another table read in full, or only the rows committed since the
-last run (`incremental: {since: last}`), so pipelines chain table to table.
+"""Delta table sources: another table read in full, or only what changed since the last
+run (`incremental: {since: last}`), so pipelines chain table to table.
 
-An incremental read takes the instants of the source's commits after the checkpoint
-version (from its Delta log), keeps the files whose `_commit_time` statistics can hold one
-of them, and filters the rows to those instants: old files are never scanned. It needs the
-source to be a runner table (it has `_commit_time`, like Hudi's `_hoodie_commit_time`).
+An incremental read of a table with Delta's change data feed reads the changes of the
+versions after the checkpoint (runner/delta/change_feed.py), deletes included: each key's
+last change is handed on (runner/sources/delta_changes.py), so a delete in the source
+deletes the key downstream. Without a change feed deletes cannot be seen, and the run
+refuses, unless the source says `deletes: ignore`: then the instants of the source's
+commits after the checkpoint are taken from its log, the files whose `_commit_time`
+statistics can hold one of them are kept, and the rows are filtered to those instants (old
+files are never scanned; it needs a runner table, with `_commit_time` like Hudi's
+`_hoodie_commit_time`).
 """
 
 from __future__ import annotations
@@ -17,9 +22,11 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from runner.delta.change_feed import ChangePlan, has_change_feed, plan_changes
 from runner.delta.deletion_vectors import DeletionVector
 from runner.delta.log_replay import DELETION_VECTORS, deletion_vectors
 from runner.errors import UserError
+from runner.spec.model import Incremental
 from runner.storage.location import locate, storage_options
 from runner.storage.meta_columns import COMMIT_TIME
 
@@ -33,6 +40,7 @@ class DeltaRead:
     bytes: int
     # files of `paths` with a deletion vector, by file name: their deleted rows are dropped
     deletion_vectors: dict[str, DeletionVector]
+    changes: ChangePlan | None = None  # read the change data feed of these versions instead
 
 
 def open_source_table(uri: str, where: str) -> DeltaTable:
@@ -55,18 +63,20 @@ def open_source_table(uri: str, where: str) -> DeltaTable:
     return table
 
 
-def plan_delta_read(uri: str, since: Any, incremental: bool, where: str) -> DeltaRead:
-    """The files (and commit instants) of one read of the table at `uri`."""
+def plan_delta_read(uri: str, since: Any, incremental: Incremental | None, where: str) -> DeltaRead:
+    """The files (and commit instants, or changes) of one read of the table at `uri`."""
     table = open_source_table(uri, where)
     version = table.version()
     actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
     # the log's paths are URL-encoded; Spark wants them as they are on disk
     root = uri.rstrip("/")
-    if not incremental or since is None:
+    if incremental is None or since is None:
         paths = [f"{root}/{unquote(row['path'])}" for row in actions]
         size = sum(row["size_bytes"] for row in actions)
         return DeltaRead(paths, None, version, len(actions), size, _vectors(table, uri, paths))
     start = _checkpoint_version(since, where)
+    if incremental.deletes == "propagate":
+        return _changes_read(uri, table, start, len(actions), where)
     if COMMIT_TIME not in table.schema().to_arrow().names:
         raise UserError(
             f"{where}: incremental since: last needs a runner table (a {COMMIT_TIME} column); "
@@ -87,6 +97,26 @@ def plan_delta_read(uri: str, since: Any, incremental: bool, where: str) -> Delt
     paths = [f"{root}/{unquote(row['path'])}" for row in keep]
     size = sum(r["size_bytes"] for r in keep)
     return DeltaRead(paths, instants, version, len(actions), size, _vectors(table, uri, paths))
+
+
+def _changes_read(
+    uri: str, table: DeltaTable, start: int, files_total: int, where: str
+) -> DeltaRead:
+    """The source's change data feed after version `start`."""
+    if not has_change_feed(table):
+        raise UserError(
+            f"{where}: {uri} keeps no change data feed, so its deletes cannot be handed on; "
+            "set target.change_data_feed: true in the pipeline that writes it (deletes are "
+            "then recorded from its next run on), or set `deletes: ignore` in this source's "
+            "incremental to read its inserted and updated rows only"
+        )
+    version = table.version()
+    if start >= version:
+        return DeltaRead([], [], version, files_total, 0, {}, None)
+    plan = plan_changes(locate(uri), table, start + 1, version)
+    instants = [v.instant for v in plan.versions if v.files]
+    paths = [f.path for f in plan.files]
+    return DeltaRead(paths, instants, version, files_total, 0, {}, plan)
 
 
 def _vectors(table: DeltaTable, uri: str, paths: list[str]) -> dict[str, DeletionVector]:

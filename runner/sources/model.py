@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runner.delta.change_feed import ChangePlan
 from runner.delta.deletion_vectors import DeletionVector
 from runner.spec.model import Source
 
@@ -31,6 +32,7 @@ class SourcePlan:
     nothing_new: bool = False
     details: Mapping[str, Any] = field(default_factory=dict)  # for the run summary
     jdbc: JdbcRead | None = None  # a JDBC source, once its bounds are planned
+    changes: ChangePlan | None = None  # a Delta source: its change data feed to read
 
     @property
     def where(self) -> str:

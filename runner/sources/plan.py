@@ -28,6 +28,7 @@ from runner.sources.bad_input import (
 )
 from runner.sources.checkpoint import StartingPoints
 from runner.sources.delta import open_source_table, plan_delta_read
+from runner.sources.delta_changes import read_source_changes
 from runner.sources.listing import FileCheckpoint, list_new_files
 from runner.sources.model import SourcePlan
 from runner.spec.model import PipelineSpec, Source
@@ -87,7 +88,7 @@ def _plan(source: Source, since: Any, skip: frozenset[str]) -> SourcePlan:
         if len(kept) < len(found.paths):
             return SourcePlan(source, since=since, paths=kept, base_path=found.root)
     if source.format == "delta":
-        read = plan_delta_read(source.path, since, bool(source.incremental), where)
+        read = plan_delta_read(source.path, since, source.incremental, where)
         nothing = bool(source.incremental) and read.instants is not None and not read.instants
         until = None
         if source.incremental:
@@ -101,11 +102,13 @@ def _plan(source: Source, since: Any, skip: frozenset[str]) -> SourcePlan:
             paths=tuple(read.paths),
             instants=tuple(read.instants) if read.instants is not None else None,
             deletion_vectors=read.deletion_vectors,
+            changes=read.changes,
             nothing_new=nothing,
             details={
                 "version": read.version,
                 "files": len(read.paths),
                 "files_skipped": read.files_total - len(read.paths),
+                **({"change_feed": True} if read.changes is not None else {}),
                 "bytes": read.bytes,
             },
         )
@@ -276,6 +279,8 @@ def _read_delta(spark: SparkSession, plan: SourcePlan) -> DataFrame:
     import pyarrow as pa
     from pyspark.sql.pandas.types import from_arrow_schema
 
+    if plan.changes is not None:
+        return read_source_changes(spark, plan.source.path, plan.changes)
     if not plan.paths:
         table = open_source_table(plan.source.path, plan.where)
         return spark.createDataFrame([], from_arrow_schema(pa.schema(table.schema().to_arrow())))

@@ -93,6 +93,7 @@ def _target(target: dict[str, Any], base: Path) -> Target:
         compaction=CompactionSpec(**target.get("compaction", {})),
         driver_merge=DriverMergeSpec(**target.get("driver_merge", {})),
         **_given(target, "operation", "table_type", "filter_dupes", "commit_retries"),
+        **_given(target, "change_data_feed", "skip_unchanged"),
         quarantine=_quarantine(target.get("quarantine"), base),
         key_generator=keygen,
         index=IndexSpec(
@@ -125,7 +126,7 @@ def _incremental(value: Any) -> Incremental | None:
     if value == "new_files":
         return Incremental("new_files")
     if "since" in value:
-        return Incremental("since_last")
+        return Incremental("since_last", deletes=value.get("deletes", "propagate"))
     return Incremental("column", column=value["column"])
 
 

@@ -22,6 +22,7 @@ RowAction = Literal["fail", "quarantine", "drop"]  # an expectation's, a malform
 OnBadFile = Literal["fail", "skip"]
 OnBadRecord = RowAction
 IncrementalMode = Literal["new_files", "since_last", "column"]
+DeletesMode = Literal["propagate", "ignore"]
 ExpansionPolicy = Literal["multiple_rehash", "overwrite", "none"]
 RestartPolicy = Literal["Never", "OnFailure", "Always"]
 ComplexEncoding = Literal["FIELD_PREFIXED", "VALUE_ONLY"]
@@ -37,6 +38,8 @@ class SparkSettings:
 class Incremental:
     mode: IncrementalMode
     column: str | None = None  # mode column: the column whose largest value is the checkpoint
+    # since_last: a source table's deletes are handed on (its change data feed) or ignored
+    deletes: DeletesMode = "propagate"
 
 
 @dataclass(frozen=True)
@@ -213,6 +216,8 @@ class Target:
     cdc: CdcSpec | None = None  # the batch is a change feed
     scd: ScdSpec = field(default_factory=ScdSpec)  # with cdc: the history kept
     filter_dupes: bool = False
+    change_data_feed: bool = False  # the table keeps Delta's change data feed
+    skip_unchanged: bool = True  # a row equal to its stored row is neither written nor counted
     cleaning: CleaningSpec = field(default_factory=CleaningSpec)
     compaction: CompactionSpec = field(default_factory=CompactionSpec)
     commit_retries: int = 3  # re-merges after another writer changed the same buckets

@@ -35,6 +35,7 @@ def semantic_problems(doc: Located, file: str) -> list[SpecProblem]:
     _check_change_feed(target, operation, merge_mode, problem)
     if target.get("filter_dupes") and operation != "insert":
         problem(("target", "filter_dupes"), f"applies to operation insert, not {operation}")
+    _check_deletes_handed_on(data, operation, problem)
     _check_quarantine(data, problem)
     for path, text in strings_with_paths(data, ()):
         for bad in malformed_refs(text):
@@ -77,6 +78,23 @@ def _check_sources(data: dict[str, Any], problem: Problems) -> None:
         problem(("sources",), "several sources need a transform.sql that combines them")
 
 
+def _check_deletes_handed_on(data: dict[str, Any], operation: str, problem: Problems) -> None:
+    """A chained source hands on its table's deletes, which only an upsert (or delete, or
+    change feed) target applies: an insert would store them as rows."""
+    if operation not in ("insert", "bulk_insert"):
+        return
+    for i, src in enumerate(data["sources"]):
+        incremental = src.get("incremental")
+        handed_on = isinstance(incremental, dict) and "since" in incremental
+        if handed_on and incremental.get("deletes", "propagate") == "propagate":
+            problem(
+                ("sources", i, "incremental"),
+                f"hands on the deletes of its table, which operation {operation} cannot "
+                "apply; use operation upsert, or set `deletes: ignore` to read inserted "
+                "and updated rows only",
+            )
+
+
 def _source_problem(src: dict[str, Any]) -> tuple[Path_, str] | None:
     """A source's settings that do not fit its format, as (field path, message)."""
     fmt, incremental = src["format"], src.get("incremental")
@@ -102,7 +120,11 @@ def _source_problem(src: dict[str, Any]) -> tuple[Path_, str] | None:
     if incremental is None:
         return None
     wanted = {"new_files": FILE_FORMATS, "since": ("delta",), "column": ("jdbc",)}
-    kind = "new_files" if incremental == "new_files" else next(iter(incremental))
+    kind = (
+        "new_files"
+        if incremental == "new_files"
+        else ("since" if "since" in incremental else "column")
+    )
     if fmt not in wanted[kind]:
         fitting = {"delta": "{since: last}", "jdbc": "{column: NAME}"}.get(fmt, "new_files")
         return ("incremental",), f"does not apply to format {fmt}; it takes {fitting}"

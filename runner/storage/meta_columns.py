@@ -20,5 +20,8 @@ META_FIELDS = (
 )
 META_COLUMNS = tuple(f.name for f in META_FIELDS)
 
+# Where a table's change data files are (Delta's change data feed), beside its partitions.
+CHANGE_DATA_DIR = "_change_data"
+
 # Internal columns of a run carry this prefix; an input column may not.
 RESERVED_PREFIX = "__runner_"

@@ -34,6 +34,7 @@ class MergeSettings:
     merger: MergerSpec | None = None  # merge_mode custom: the user's class
     cdc: CdcSpec | None = None  # the batch is a change feed (runner/write/cdc_apply.py)
     scd: ScdSpec | None = None  # with cdc: the history the table keeps
+    skip_unchanged: bool = False  # an upsert's row equal to its stored row is left alone
 
     @property
     def event_time(self) -> bool:

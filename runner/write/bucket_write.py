@@ -43,6 +43,7 @@ class WriteRequest:
     file_ids: Mapping[Group, str]  # the file group id each bucket's new file carries
     stored: Mapping[Group, Sequence[DataFile]]  # the bucket's live files
     merge: MergeSettings
+    change_feed: bool  # the table keeps Delta's change data feed
     fault: str | None
 
 
@@ -66,6 +67,7 @@ class BucketWrite:
             stored={g: list(files) for g, files in request.stored.items()},
             merge=request.merge,
             handles=self.handles,
+            change_feed=request.change_feed,
             fault=request.fault,
         )
 

@@ -10,7 +10,9 @@ Each key's history is rebuilt from events, in sequence_by order:
   its start, and a delete at its end when no version starts there), and the bucket's
   tombstones (deletes the table remembers, runner/write/tombstones.py);
 - the batch's events. Of a key's events at one sequence value the stored one is kept (the
-  batch's is a re-delivery), else the batch's last (as a precombine tie); the others are
+  batch's is a re-delivery), else the batch's last (as a precombine tie), except that the
+  batch's delete beats a stored upsert (a change data feed's delete carries the deleted
+  row's own sequence value); the others are
   counted as duplicates.
 An event older than the key's newest stored one is late: type 1 skips it (the table already
 holds a newer state), type 2 puts it in its place in the history. With ignore_null_updates
@@ -272,17 +274,25 @@ def _starts(keys: pa.ChunkedArray) -> np.ndarray:
 
 def _one_per_sequence(events: pa.Table, seq: str) -> np.ndarray:
     """One event per (key, sequence value): the stored one if any (sorted first), else the
-    batch's last."""
+    batch's last; but a delete of the batch beats a stored upsert at its sequence value: a
+    change data feed's delete carries the deleted row, its sequence value included (a
+    chained pipeline's source, runner/sources/delta.py)."""
     n = events.num_rows
     if n == 0:
         return np.zeros(0, dtype=bool)
     same = _same_as_previous(events.column(RECORD_KEY)) & _same_as_previous(events.column(seq))
     starts = np.flatnonzero(~same)
     ends = np.append(starts[1:], n)
-    stored = (~_from_batch(events)).astype(np.int8)
-    has_stored = np.maximum.reduceat(stored, starts) > 0
+    from_batch = _from_batch(events)
+    deletes = pc.fill_null(events.column(DELETE), False).to_numpy(zero_copy_only=False)
+    has_stored = np.maximum.reduceat((~from_batch).astype(np.int8), starts) > 0
+    stored_upsert = np.maximum.reduceat((~from_batch & ~deletes).astype(np.int8), starts) > 0
+    batch_delete = np.where(from_batch & deletes, np.arange(n), -1)
+    last_delete = np.maximum.reduceat(batch_delete, starts)
+    chosen = np.where(has_stored, starts, ends - 1)
+    chosen = np.where(stored_upsert & (last_delete >= 0), last_delete, chosen)
     keep = np.zeros(n, dtype=bool)
-    keep[np.where(has_stored, starts, ends - 1)] = True
+    keep[chosen] = True
     return keep
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Protocol
 
 import numpy as np
@@ -39,7 +39,7 @@ import pyarrow as pa
 from runner import faults
 from runner.delta.deletion_vectors import DeletionVectorFile
 from runner.delta.snapshot import DataFile, Group
-from runner.storage.meta_columns import COMMIT_SEQNO
+from runner.storage.meta_columns import CHANGE_DATA_DIR, COMMIT_SEQNO
 from runner.storage.parquet_file import BucketFile, conform
 from runner.write import tombstones
 from runner.write.merge_rules import Merged
@@ -91,13 +91,32 @@ class BucketOutput:
             "dv_size": size,
         }
 
+    def numbered(self, merged: Merged) -> Merged:
+        """The merged rows with their `_commit_seqno`, as the file and the change feed hold
+        them."""
+        rows = merged.write
+        seqno = self.task.seqno.take(len(rows))
+        numbered = rows.set_column(rows.schema.get_field_index(COMMIT_SEQNO), COMMIT_SEQNO, seqno)
+        return replace(merged, write=conform(numbered, self.task.file_schema))
+
+    def change_file(self, changes: pa.Table) -> dict[str, object]:
+        """The bucket's change data file (its path mirrors the data file's under
+        `_change_data/`); its result row fields. Written without rows too (only the
+        bucket's tombstones changed): a version with change data files is read from them
+        alone, while without any its replaced files would read as deleted and inserted."""
+        relative = f"{CHANGE_DATA_DIR}/{self.relative}"
+        out = BucketFile(self.task.fs, f"{self.task.root}/{relative}", changes.schema)
+        out.write(changes)
+        # a footer entry: BucketFile writes the file even without rows
+        out.metadata[b"runner.change_rows"] = str(changes.num_rows).encode()
+        out.close()
+        faults.maybe_fail("after_change_file", self.task.fault)
+        return {"cdc_path": relative, "cdc_size": out.size}
+
     def close(self, merged: Merged) -> dict[str, object]:
-        """Write the merged rows, numbered, and the rule's tombstones; close the file. Its
+        """Write the merged rows (numbered) and the rule's tombstones; close the file. Its
         result row fields (none when the file holds nothing: every row deleted)."""
-        new = merged.write
-        seqno = self.task.seqno.take(len(new))
-        numbered = new.set_column(new.schema.get_field_index(COMMIT_SEQNO), COMMIT_SEQNO, seqno)
-        self.file.write(conform(numbered, self.task.file_schema))
+        self.file.write(merged.write)
         if merged.footer_tombstones is not None:
             tombstones.attach(self.file, merged.footer_tombstones, self.group)
         closed = self.file.close()

@@ -116,7 +116,12 @@ class StoredBucket:
 
     def rows_of_batch_keys(self) -> pa.Table:
         """Every column of the live stored rows of the batch's keys."""
-        parts = list(self.live_rows(self.matched, range(len(self.files))))
+        return self.dropped_rows(self.matched)
+
+    def dropped_rows(self, dropped: np.ndarray) -> pa.Table:
+        """Every column of the live rows `dropped` (a mask over `keys`) picks: what a write
+        replaces or deletes, read from memory or row group by row group."""
+        parts = list(self.live_rows(dropped, range(len(self.files))))
         return pa.concat_tables(parts) if parts else self.task.file_schema.empty_table()
 
     def tombstones(self, sequence_type: pa.DataType) -> pa.Table:

@@ -17,7 +17,7 @@ incoming rows, sorted by (partition path, bucket, record key) and marked by Spar
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,8 +28,9 @@ from runner.storage.location import TableLocation
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY
 from runner.write.bucket_merge import ACTION as ACTION  # its home is bucket_merge
 from runner.write.bucket_merge import MergeSettings, run_bounds, stored_key_columns
+from runner.write.change_rows import change_rows, unchanged_keys, without_keys
 from runner.write.handles import BucketOutput, Handles
-from runner.write.merge_rules import BucketBatch, MergeRule, merge_rule
+from runner.write.merge_rules import BucketBatch, Merged, MergeRule, merge_rule
 from runner.write.stored_bucket import StoredBucket
 from runner.write.task import SeqNo, WriteTask, task_token
 
@@ -40,6 +41,7 @@ ExecutorJob = Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 COUNTED_ACTIONS = (
     *("insert", "update", "deleted", "duplicate", "stale", "delete_missing"),
     *("late", "superseded", "closed"),  # a change feed's (runner/write/cdc_apply.py)
+    "unchanged",  # equal to the stored row: left alone (target.skip_unchanged)
 )
 
 RESULT_SCHEMA = pa.schema(
@@ -58,6 +60,8 @@ RESULT_SCHEMA = pa.schema(
         pa.field("dv_size", pa.int64()),
         # merge-on-read: JSON list of the delta files folded into the new file (removed)
         pa.field("folded", pa.string()),
+        pa.field("cdc_path", pa.string()),  # the change data file written, if any
+        pa.field("cdc_size", pa.int64()),
         *[pa.field(a, pa.int64()) for a in COUNTED_ACTIONS],
     ]
 )
@@ -79,6 +83,8 @@ def result_row(group: Group | None, **values: object) -> dict[str, object]:
         "dv_path": None,
         "dv_size": 0,
         "folded": None,
+        "cdc_path": None,
+        "cdc_size": 0,
         **dict.fromkeys(COUNTED_ACTIONS, 0),
         **values,
     }
@@ -100,6 +106,7 @@ class WriteJob:
     stored: dict[Group, list[DataFile]]  # the bucket's live files
     merge: MergeSettings
     handles: Handles
+    change_feed: bool = False  # write the change data file of each changed bucket
     fault: str | None = None  # RUNNER_FAULT of the driver, for crash tests
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -122,12 +129,37 @@ class WriteJob:
             batch_keys=batch.candidates.column(RECORD_KEY),
         )
         merged = rule.merge(batch, stored)
+        before = None  # whole stored rows of the keys the merge drops, once read
+        if self.merge.skip_unchanged and merged.counts.get("update"):
+            before = stored.dropped_rows(stored.dropped(merged.drop_keys))
+            merged = leave_unchanged(merged, before)
         row = result_row(group, **merged.counts, changed=merged.changed)
         if merged.changed:  # else the stored files stay as they are
-            handle = self.handles.handle_for(stored, stored.dropped(merged.drop_keys))
+            dropped = stored.dropped(merged.drop_keys)
+            handle = self.handles.handle_for(stored, dropped)
             relative = data_file_path(group[0], self.file_ids[group], task.token, self.instant)
-            row.update(handle.write(BucketOutput(task, group, relative), merged))
+            out = BucketOutput(task, group, relative)
+            merged = out.numbered(merged)
+            row.update(handle.write(out, merged))
+            if self.change_feed:
+                before = stored.dropped_rows(dropped) if before is None else before
+                before = before.filter(pc.is_in(before.column(RECORD_KEY), merged.drop_keys))
+                changes = change_rows(before, merged.write, task.file_schema)
+                row.update(out.change_file(changes))
         return pa.RecordBatch.from_pylist([row], schema=RESULT_SCHEMA)
+
+
+def leave_unchanged(merged: Merged, before: pa.Table) -> Merged:
+    """`merged` without the keys whose new row equals their stored row (target.
+    skip_unchanged): the stored row stays where it is, counted as unchanged."""
+    same = unchanged_keys(before, merged.write)
+    if not len(same):
+        return merged
+    counts = dict(merged.counts)
+    counts["update"] -= len(same)
+    counts["unchanged"] = counts.get("unchanged", 0) + len(same)
+    drop = pc.filter(merged.drop_keys, pc.invert(pc.is_in(merged.drop_keys, value_set=same)))
+    return replace(merged, drop_keys=drop, write=without_keys(merged.write, same), counts=counts)
 
 
 def _buckets(batches: Iterable[pa.RecordBatch]) -> Iterator[BucketBatch]:

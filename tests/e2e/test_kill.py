@@ -171,3 +171,40 @@ def _scanned(table: Path) -> pd.DataFrame:
 
     frame = pa.table(DeltaTable(str(table)).scan().read_all()).to_pandas()
     return frame[DATA].sort_values("trip_id").reset_index(drop=True)
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_sigkill_after_change_data_files_leaves_none_referenced(tmp_path):
+    """A table with a change data feed, killed after a bucket's change data file is
+    written and before the commit: no version names it, the next run records the
+    corrections' changes once, and clean removes the killed run's change data."""
+    shutil.copytree(
+        ROOT / "pipelines", tmp_path / "pipelines", ignore=shutil.ignore_patterns("warehouse")
+    )
+    for name in ("quickstart.yaml", "quickstart_corrections.yaml"):
+        spec = tmp_path / "pipelines" / name
+        data = yaml.safe_load(spec.read_text())
+        data["target"]["change_data_feed"] = True
+        spec.write_text(yaml.safe_dump(data))
+    assert _runner(tmp_path, "pipelines/quickstart.yaml").returncode == 0
+    table = tmp_path / "pipelines" / "warehouse" / "trips"
+    corrections = "pipelines/quickstart_corrections.yaml"
+    for point in ("after_change_file", "before_commit"):
+        _kill_at(tmp_path, point, corrections)
+        assert DeltaTable(str(table)).version() == 1, point
+    left = set((table / "_change_data").rglob("*.parquet"))
+    assert left, "the killed runs left change data files behind"
+
+    rerun = _runner(tmp_path, corrections)
+    assert rerun.returncode == 0, rerun.stderr
+    import pyarrow as pa
+
+    changes = pa.table(DeltaTable(str(table)).load_cdf(starting_version=2).read_all())
+    kinds = sorted(str(k) for k in changes.column("_change_type").to_pylist())
+    assert kinds == ["delete", "insert"] + ["update_postimage"] * 3 + ["update_preimage"] * 3
+    cleaned = _runner(tmp_path, "clean", "pipelines/quickstart.yaml", "--min-age-hours", "0")
+    assert cleaned.returncode == 0, cleaned.stderr
+    kept = set((table / "_change_data").rglob("*.parquet"))
+    assert kept and not kept & left  # the killed runs' went, the committed ones stay
+    assert pa.table(DeltaTable(str(table)).load_cdf(starting_version=2).read_all()).num_rows == 8

@@ -5,6 +5,9 @@ No timing is asserted here; figures come from `python -m bench` (docs/performanc
 
 from __future__ import annotations
 
+import pytest
+
+from bench.change_feed import RUNNER, run_change_feed_benchmarks
 from bench.expand import run_expand_benchmarks
 from bench.merge_on_read import run_mor_benchmarks
 from bench.write import run_write_benchmarks
@@ -42,3 +45,22 @@ def test_merge_on_read_scenarios_run_and_check_their_results(spark, tmp_path):
     assert upsert["touched"]["runner MOR buckets given deletion vectors + a delta file"] > 0
     assert read["touched"]["files with deletion vectors"] > 0
     assert compact["bytes_written"]["runner compact"] > 0
+
+
+@pytest.mark.slow  # four whole `runner` processes, a JVM each
+def test_change_feed_scenarios_run_and_check_their_results(spark, tmp_path):
+    upsert, replay = run_change_feed_benchmarks(
+        spark, tmp_path, rows=800, repeats=1, buckets=2, warmup=False, table_types=["MERGE_ON_READ"]
+    )
+    runner = {
+        line["change_data_feed"]: line for line in upsert["change_feed"] if line["system"] == RUNNER
+    }
+    # with the feed, the upsert also writes _change_data files, which the check read back
+    assert runner[False]["bytes"]["change_data"] == 0 < runner[True]["bytes"]["change_data"]
+    assert "2 rows per key" in runner[True]["check"], runner[True]
+    assert upsert["cdf_overhead"][RUNNER]["bytes"] > 1
+    # a replayed batch writes nothing when unchanged rows are skipped, all of it when not
+    replays = {line["skip_unchanged"]: line for line in replay["change_feed"]}
+    assert replays[True]["bytes"]["total"] == 0 and replays[True]["adds"] == 0
+    assert replays[False]["bytes"]["change_data"] > 0 and replays[False]["updated"] == 8
+    assert replays[True]["unchanged"] == 8
