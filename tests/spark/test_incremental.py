@@ -148,7 +148,12 @@ def _chain(tmp_path: Path, inbox: str, table_a: str, buckets_b: int = 2, **downs
             {"path": table_a, **UPSERT},
         )
     )
-    source = {"name": "a", "format": "delta", "path": table_a, "incremental": {"since": "last"}}
+    source = {
+        "name": "a",
+        "format": "delta",
+        "path": table_a,
+        "incremental": {"since": "last", "deletes": "ignore"},
+    }
     target = {"path": "table_b", **UPSERT, "index": {"buckets": buckets_b}}
     return upstream, load_spec(_spec(tmp_path, "down", [source], target, **downstream))
 
@@ -189,7 +194,14 @@ def test_a_delta_source_without_commit_times_is_refused_for_incremental(spark, t
 
     write_deltalake(str(tmp_path / "plain"), pa.table({"id": ["a"], "ts": [1]}))
     write_deltalake(str(tmp_path / "plain"), pa.table({"id": ["b"], "ts": [2]}), mode="append")
-    sources = [{"name": "p", "format": "delta", "path": "plain", "incremental": {"since": "last"}}]
+    sources = [
+        {
+            "name": "p",
+            "format": "delta",
+            "path": "plain",
+            "incremental": {"since": "last", "deletes": "ignore"},
+        }
+    ]
     target = {"path": "t", "operation": "insert", "record_key": "id", "index": {"buckets": 1}}
     spec = load_spec(_spec(tmp_path, "plain", sources, target))
     first = run_pipeline(spec, spark=spark)  # the first read is a full read
