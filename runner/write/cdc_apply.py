@@ -146,7 +146,7 @@ def _ordered_events(
             ],
         )
     )
-    kept = _one_per_sequence(events, seq)
+    kept = _one_per_sequence(events, seq, deletes_win=scd is None)
     duplicates = _count(_from_batch(events) & ~kept)
     events = events.filter(pa.array(kept))
     late = _late(events, seq)
@@ -272,7 +272,7 @@ def _starts(keys: pa.ChunkedArray) -> np.ndarray:
     return ~_same_as_previous(keys)
 
 
-def _one_per_sequence(events: pa.Table, seq: str) -> np.ndarray:
+def _one_per_sequence(events: pa.Table, seq: str, deletes_win: bool) -> np.ndarray:
     """One event per (key, sequence value): the stored one if any (sorted first), else the
     batch's last; but a delete of the batch beats a stored upsert at its sequence value: a
     change data feed's delete carries the deleted row, its sequence value included (a
@@ -290,7 +290,8 @@ def _one_per_sequence(events: pa.Table, seq: str) -> np.ndarray:
     batch_delete = np.where(from_batch & deletes, np.arange(n), -1)
     last_delete = np.maximum.reduceat(batch_delete, starts)
     chosen = np.where(has_stored, starts, ends - 1)
-    chosen = np.where(stored_upsert & (last_delete >= 0), last_delete, chosen)
+    if deletes_win:  # type 1 only: a history keeps the version that starts there
+        chosen = np.where(stored_upsert & (last_delete >= 0), last_delete, chosen)
     keep = np.zeros(n, dtype=bool)
     keep[chosen] = True
     return keep
