@@ -29,7 +29,6 @@ from deltalake.exceptions import TableNotFoundError
 from runner.delta.arrow_read import read_live
 from runner.delta.change_feed import (
     CHANGE_COLUMNS,
-    CHANGE_TYPE,
     commit_instant,
     has_change_feed,
     plan_changes,
@@ -40,7 +39,7 @@ from runner.delta.directory import canonical, missing_files, walk
 from runner.delta.log_replay import deletion_vectors
 from runner.errors import UserError
 from runner.storage.location import TableLocation, locate
-from runner.storage.meta_columns import COMMIT_TIME
+from runner.storage.meta_columns import CHANGE_TYPE, COMMIT_TIME
 
 INSTANT_DIGITS = 17  # yyyyMMddHHmmssSSS
 

@@ -40,11 +40,9 @@ from runner.delta.log_replay import CommitEntry, read_commit
 from runner.delta.snapshot import CHANGE_FEED_SETTING
 from runner.errors import UserError
 from runner.storage.location import TableLocation
+from runner.storage.meta_columns import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 
 ChangeType = Literal["insert", "update_preimage", "update_postimage", "delete"]
-CHANGE_TYPE = "_change_type"
-COMMIT_VERSION = "_commit_version"
-COMMIT_TIMESTAMP = "_commit_timestamp"
 CHANGE_COLUMNS = (
     pa.field(CHANGE_TYPE, pa.string()),
     pa.field(COMMIT_VERSION, pa.int64()),

@@ -24,11 +24,15 @@ from runner.pipeline.cdc_columns import check_feed_columns, not_stored, with_his
 from runner.pipeline.context import RunContext
 from runner.pipeline.key_columns import add_key_columns
 from runner.pipeline.quality import add_malformed, add_verdicts, check_expectations
-from runner.sources.delta_changes import COMMIT_TIMESTAMP, COMMIT_VERSION
 from runner.sources.model import SourcePlan
 from runner.sources.plan import read_input
 from runner.spec.model import Target
-from runner.storage.meta_columns import META_COLUMNS, RESERVED_PREFIX
+from runner.storage.meta_columns import (
+    COMMIT_TIMESTAMP,
+    COMMIT_VERSION,
+    META_COLUMNS,
+    RESERVED_PREFIX,
+)
 
 log = structlog.get_logger(__name__)
 

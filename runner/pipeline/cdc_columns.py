@@ -13,8 +13,8 @@ from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import BooleanType, StringType, StructType
 
 from runner.errors import UserError
-from runner.sources.delta_changes import CHANGE_TYPE
 from runner.spec.model import Target
+from runner.storage.meta_columns import CHANGE_TYPE
 from runner.write.driver_merge import orderable
 
 

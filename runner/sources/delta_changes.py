@@ -23,15 +23,10 @@ from pyspark.sql import DataFrame, SparkSession
 
 from runner.delta.change_feed import ChangePlan, read_changes
 from runner.storage.location import locate
-from runner.storage.meta_columns import PARTITION_PATH, RECORD_KEY
+from runner.storage.meta_columns import CHANGE_TYPE, COMMIT_VERSION, PARTITION_PATH, RECORD_KEY
 
 log = structlog.get_logger(__name__)
 
-CHANGE_TYPE = "_change_type"
-COMMIT_VERSION = "_commit_version"
-COMMIT_TIMESTAMP = "_commit_timestamp"
-# The columns a change feed's rows carry besides the table's (Delta's names).
-CHANGE_FEED_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
 _ROW = "__runner_row"
 
 

@@ -20,6 +20,13 @@ META_FIELDS = (
 )
 META_COLUMNS = tuple(f.name for f in META_FIELDS)
 
+# The columns Delta's change data feed adds to a table's rows (its names, as delta-spark's
+# readChangeFeed returns them): the change (insert, update_preimage, update_postimage,
+# delete), its version and its commit time. Only _change_type is in the change data files.
+CHANGE_TYPE = "_change_type"
+COMMIT_VERSION = "_commit_version"
+COMMIT_TIMESTAMP = "_commit_timestamp"
+
 # Where a table's change data files are (Delta's change data feed), beside its partitions.
 CHANGE_DATA_DIR = "_change_data"
 

@@ -24,11 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from runner.storage.meta_columns import META_COLUMNS, RECORD_KEY
+from runner.storage.meta_columns import CHANGE_TYPE, META_COLUMNS, RECORD_KEY
 from runner.storage.parquet_file import conform
-
-CHANGE_TYPE = "_change_type"
-CHANGE_TYPES = ("insert", "update_preimage", "update_postimage", "delete")
 
 
 def change_schema(file_schema: pa.Schema) -> pa.Schema:
