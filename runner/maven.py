@@ -112,3 +112,15 @@ def ensure_jars(
     if found is None:
         raise EnvironmentProblem(f"the jars in {final} are incomplete after fetching them")
     return found
+
+
+def copy_into(jars: Sequence[str], into: Path) -> list[str]:
+    """Copies of `jars` in `into` (docker/jars for an image), made where missing."""
+    into.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for jar in jars:
+        target = into / Path(jar).name
+        if not (target.exists() and target.stat().st_size == Path(jar).stat().st_size):
+            shutil.copyfile(jar, target)
+        copied.append(str(target))
+    return copied

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runner.errors import EnvironmentProblem
-from runner.maven import cache_root, complete, ensure_jars
+from runner.maven import cache_root, complete, copy_into, ensure_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -126,16 +126,7 @@ def fetch(into: Path | None = None) -> list[str]:
     """Copy the connector into the cache (when not there yet) and, with `into`, from there
     into that directory too (docker/jars/ for an image build); the paths in the last."""
     jars = ensure_jars(cache_dir().name, coordinates(), prepare=_drop_spark_packages)
-    if into is None:
-        return jars
-    into.mkdir(parents=True, exist_ok=True)
-    copied = []
-    for jar in jars:
-        target = into / Path(jar).name
-        if not (target.exists() and target.stat().st_size == Path(jar).stat().st_size):
-            shutil.copyfile(jar, target)
-        copied.append(str(target))
-    return copied
+    return copy_into(jars, into) if into else jars
 
 
 def _spark_packages() -> set[str]:

@@ -6,8 +6,10 @@ import pytest
 
 from tests.delta_spark import SPARK_CONF as DELTA_SPARK_CONF
 from tests.delta_spark import delta_jars, needs_delta_spark  # noqa: F401
+from tests.kafka import kafka_broker  # noqa: F401  (one broker per test session)
 from tests.postgres import jdbc_jar, postgres  # noqa: F401  (one server per test session)
 from tests.s3 import connector_jars, needs_s3_connector  # noqa: F401
+from tests.schema_registry import schema_registry  # noqa: F401
 
 # The folder says what a test needs: tests/spark the shared session, tests/e2e the CLI,
 # tests/cluster a standalone Spark cluster (and the CLI).
@@ -31,6 +33,18 @@ def resolved_values_forgotten(monkeypatch):
     monkeypatch.setattr(secrets, "_RESOLVED", {})
 
 
+def spark_connector_jars() -> list[str]:
+    """Spark's Kafka and Avro connectors (runner/spark_connectors.py), fetched once into the
+    jar cache; [] when they cannot be (the Kafka tests then skip with the broker)."""
+    from runner.errors import EnvironmentProblem
+    from runner.spark_connectors import avro, kafka
+
+    try:
+        return [*kafka().jars("tests", False), *avro().jars("tests", False)]
+    except EnvironmentProblem:
+        return []
+
+
 @pytest.fixture(scope="session")
 def spark():
     from runner.session import java_problem, spark_session
@@ -44,12 +58,13 @@ def spark():
     # be): its session extension is static, so it joins here or never (tests/delta_spark.py)
     delta = delta_jars()
     s3 = connector_jars()  # Spark's S3 connector: S3 sources, expansion of S3 tables
+    kafka = spark_connector_jars()  # Spark's Kafka and Avro connectors: Kafka sources
     conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}
     session = spark_session(
         SparkSettings(master="local[2]", conf={**conf, **(DELTA_SPARK_CONF if delta else {})}),
         app_name="tests",
         console_progress=False,
-        jars=([jar] if jar else []) + delta + s3,
+        jars=([jar] if jar else []) + delta + s3 + kafka,
     )
     yield session
     session.stop()

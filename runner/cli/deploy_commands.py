@@ -84,38 +84,73 @@ def _check_manifests(files: tuple[str, ...]) -> None:
         sys.exit(2)
 
 
+CONNECTORS = ("s3", "kafka", "avro")
+
+
 @click.command("fetch-jars")
 @click.option(
     "--into",
     type=click.Path(file_okay=False),
     help="Also copy them into DIR (docker/jars for an image build).",
 )
+@click.option(
+    "--connector",
+    "names",
+    type=click.Choice(CONNECTORS),
+    multiple=True,
+    help="Only this connector (repeatable); default: all of them.",
+)
 @click.option("--check", is_flag=True, help="Only say whether Spark has them; fetch nothing.")
-def fetch_jars(into: str | None, check: bool) -> None:
-    """Fetch Spark's S3 connector (hadoop-aws and its AWS SDK bundle) from Maven Central.
+def fetch_jars(into: str | None, names: tuple[str, ...], check: bool) -> None:
+    """Fetch Spark's connectors from Maven Central: S3 (hadoop-aws and its AWS SDK bundle),
+    Kafka (spark-sql-kafka-0-10 and kafka-clients) and Avro (spark-avro).
 
-    Spark needs it to read sources on s3:// and to expand tables there. The jars (about
-    550 MB) go into the jar cache (~/.cache/runner/jars; RUNNER_JAR_CACHE moves it), where
-    every later run finds them. Needs `mvn`. An image built after `runner fetch-jars
-    --into docker/jars` has them on Spark's classpath.
+    Spark needs S3's to read sources on s3:// and to expand tables there (about 550 MB),
+    Kafka's for kafka sources and Avro's for their Avro values (a few MB; a run fetches
+    these two itself when missing). The jars go into the jar cache (~/.cache/runner/jars;
+    RUNNER_JAR_CACHE moves it), where every later run finds them. Needs `mvn`. An image
+    built after `runner fetch-jars --into docker/jars` has them on Spark's classpath.
     """
-    from runner import s3_connector
+    problems = []
+    for name in names or CONNECTORS:
+        problem = _fetch_connector(name, Path(into) if into else None, check)
+        if problem:
+            problems.append(problem)
+    if problems:
+        raise UserError("; ".join(problems))
 
-    what = s3_connector.describe()
+
+def _fetch_connector(name: str, into: Path | None, check: bool) -> str | None:
+    """Fetch (or with `check` look for) one connector, printing its jars; a problem found
+    by --check is returned."""
+    from runner import s3_connector, spark_connectors
+
+    if name == "s3":
+        what = s3_connector.describe()
+        on_classpath, found = s3_connector.on_spark_classpath(), s3_connector.connector_jars()
+        size = " (about 550 MB)"
+    else:
+        connector = spark_connectors.kafka() if name == "kafka" else spark_connectors.avro()
+        what, on_classpath, found = (
+            connector.describe(),
+            connector.on_spark_classpath(),
+            connector.cached_jars(),
+        )
+        size = ""
     if check:
-        if s3_connector.on_spark_classpath():
+        if on_classpath:
             click.echo(f"{what}: on Spark's classpath ({s3_connector.spark_jar_dir()})")
-            return
-        found = s3_connector.connector_jars()
-        if found is None:
-            raise UserError(f"{what}: not fetched yet; run `runner fetch-jars`")
-        click.echo(f"{what}: {', '.join(found)}")
-        return
-    cached = s3_connector.connector_jars() is not None
-    if not cached:
-        click.echo(f"fetching {what} from Maven Central (about 550 MB)...", err=True)
-    for jar in s3_connector.fetch(Path(into) if into else None):
+        elif found is None:
+            return f"{what}: not fetched yet; run `runner fetch-jars --connector {name}`"
+        else:
+            click.echo(f"{what}: {', '.join(found)}")
+        return None
+    if found is None:
+        click.echo(f"fetching {what} from Maven Central{size}...", err=True)
+    fetched = s3_connector.fetch(into) if name == "s3" else spark_connectors.fetch(connector, into)
+    for jar in fetched:
         click.echo(jar)
+    return None
 
 
 _POD_ARGS = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}

@@ -249,9 +249,10 @@ def import_hudi(
           --source-ordering-field ts -o pipeline.yaml
 
     Takes HoodieStreamer's own flags (--props, --hoodie-conf, --source-class for the DFS
-    sources, --transformer-class SqlQueryBasedTransformer, --filter-dupes...). The spec
-    starts with what each property became and, for each one not imported, why. It is
-    validated before it is written. docs/hudi-migration.md has the whole table.
+    and Kafka sources, --transformer-class SqlQueryBasedTransformer, --filter-dupes...). The
+    spec starts with what each property became, the environment variables its secrets are
+    read from, and, for each property not imported, why. It is validated before it is
+    written. docs/hudi-migration.md has the whole table.
     """
     from runner.commands.import_hudi import import_hudi as import_job
 

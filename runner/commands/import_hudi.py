@@ -48,7 +48,9 @@ def import_hudi(
         if not sep or not key.strip():
             raise UserError(f"{pair!r} is not KEY=VALUE")
         values[key.strip()] = value.strip()
-    imported = import_streamer(values, flags, transformers)
+    # a relative schema file is where the properties file is
+    base = Path(files[0].removeprefix("file://")).parent if files else None
+    imported = import_streamer(values, flags, transformers, base=base)
     text = imported.to_yaml(files[0] if files else "the command line")
     _validate_and_write(text, out)
     return ImportedSpec(text, len(imported.mapped), len(imported.skipped))

@@ -4,7 +4,10 @@ Each property and flag is either mapped to a spec field, or listed as not import
 reason; a setting whose meaning the runner cannot keep (an operation, source or merge
 payload it does not have) stops the import instead of being approximated. Key generator
 properties go into `key_generator.properties` unchanged, where the spec loader reads them
-with Hudi's meaning (runner/hudi/properties.py), so their checks live in one place.
+with Hudi's meaning (runner/hudi/properties.py), so their checks live in one place. The
+source is mapped by runner/hudi/streamer_sources.py (DFS sources, the schema file) and
+runner/hudi/streamer_kafka.py (Kafka sources); runner/hudi/streamer_job.py holds the job
+being read and the notes.
 
 The properties file is read as Hudi's DFSPropertiesConfiguration reads it: `#` starts a
 comment line, `include=FILE` reads FILE (relative to the including file) in place, the
@@ -16,26 +19,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from runner.errors import UserError
 from runner.hudi import properties as hudi_props
 from runner.hudi.merge_names import ORDERING_PROPS, Lookup, merge_mode, ordering_field
+from runner.hudi.streamer_job import Imported, Job
+from runner.hudi.streamer_kafka import KAFKA_SOURCES, kafka_source
+from runner.hudi.streamer_sources import DEFAULT_SOURCE, SOURCE_FORMATS, SOURCE_NAME, dfs_source
 
-SOURCES = "org.apache.hudi.utilities.sources."
-SOURCE_FORMATS = {
-    f"{SOURCES}JsonDFSSource": "json",
-    f"{SOURCES}ParquetDFSSource": "parquet",
-    f"{SOURCES}CsvDFSSource": "csv",
-    f"{SOURCES}ORCDFSSource": "orc",
-}
-DEFAULT_SOURCE = f"{SOURCES}JsonDFSSource"
 SQL_TRANSFORMER = "org.apache.hudi.utilities.transform.SqlQueryBasedTransformer"
 OPERATIONS = {"UPSERT": "upsert", "INSERT": "insert", "BULK_INSERT": "bulk_insert"}
 HUDI_DEFAULT_BUCKETS = 256  # hoodie.bucket.index.num.buckets
-SOURCE_NAME = "src"
 
 TABLE_NAME_PROPS = ("hoodie.table.name", "hoodie.datasource.write.table.name")
 
@@ -121,26 +117,6 @@ def parse_streamer_args(args: Sequence[str]) -> tuple[dict[str, str], list[str],
     return flags, confs, transformers
 
 
-@dataclass
-class Imported:
-    spec: dict[str, Any]
-    mapped: list[tuple[str, str]] = field(default_factory=list)  # (setting, spec field)
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (setting, why)
-
-    def to_yaml(self, origin: str) -> str:
-        import yaml
-
-        lines = [f"# Imported by `runner import-hudi` from {origin}."]
-        if self.mapped:
-            lines.append("# Mapped:")
-            lines += [f"#   {what} -> {to}" for what, to in self.mapped]
-        if self.skipped:
-            lines.append("# Not imported:")
-            lines += [f"#   {what}: {why}" for what, why in self.skipped]
-        body = yaml.safe_dump(self.spec, sort_keys=False, width=100)
-        return "\n".join(lines) + "\n" + body
-
-
 _SKIP_REASONS = (
     (
         re.compile(r"^hoodie\.(upsert|insert|bulkinsert|delete)\.shuffle\.parallelism$"),
@@ -164,14 +140,24 @@ _SKIP_REASONS = (
         "the runner sets its own file, metadata and concurrency settings (Delta log, "
         "optimistic commits)",
     ),
+    (
+        re.compile(r"^hoodie\.(deltastreamer|streamer)\.schemaprovider\.target\."),
+        "the target's columns are what the source and transform give; nothing casts them to "
+        "a declared target schema",
+    ),
 )
 
 
 def import_streamer(
-    props: Mapping[str, str], flags: Mapping[str, str], transformers: Sequence[str]
+    props: Mapping[str, str],
+    flags: Mapping[str, str],
+    transformers: Sequence[str],
+    base: Path | None = None,
 ) -> Imported:
-    """The spec of a HoodieStreamer job; `props` already holds --hoodie-conf and --set."""
-    job = _Job(props, flags)
+    """The spec of a HoodieStreamer job; `props` already holds --hoodie-conf and --set.
+    A relative schema file is read from `base`, the properties file's directory (default:
+    the working directory)."""
+    job = Job(props, flags, base or Path.cwd())
     name = _table_name(job)
     spec: dict[str, Any] = {"name": name, "description": f"Imported HoodieStreamer job {name}"}
     spec["sources"] = [_source(job)]
@@ -182,7 +168,7 @@ def import_streamer(
             (sql_prop, f"transform.sql (<SRC> is the source's view, {SOURCE_NAME})")
         )
     spec["target"] = _target(job)
-    _command_line_notes(flags, job.out)
+    _command_line_notes(job)
     for key in sorted(props):
         if key not in job.used:
             job.out.skipped.append((key, _why_skipped(key)))
@@ -190,47 +176,7 @@ def import_streamer(
     return job.out
 
 
-class _Job:
-    """A HoodieStreamer job being read: its properties and flags, the properties read so
-    far (the others are listed as not imported), and the notes of the import."""
-
-    def __init__(self, props: Mapping[str, str], flags: Mapping[str, str]):
-        self.props = props
-        self.flags = flags
-        self.used: set[str] = set()
-        self.out = Imported({})
-
-    def prop(self, *names: str) -> tuple[str, str] | None:
-        """The first of `names` set to a value; all of them count as read (empty: unset)."""
-        found = None
-        for name in names:
-            if name in self.props:
-                self.used.add(name)
-                if found is None and self.props[name].strip():
-                    found = (name, self.props[name].strip())
-                elif found is not None:
-                    self.out.skipped.append((name, f"{found[0]} is set too, and wins"))
-        return found
-
-    def streamer(self, suffix: str) -> tuple[str, str] | None:
-        """hoodie.streamer.SUFFIX, else its old name hoodie.deltastreamer.SUFFIX."""
-        return self.prop(f"hoodie.streamer.{suffix}", f"hoodie.deltastreamer.{suffix}")
-
-    def setting(self, flag_names: Sequence[str], *names: str) -> tuple[str, str] | None:
-        """The first of `flag_names` given, else the first property of `names`: on
-        HoodieStreamer's command line a flag wins over the properties."""
-        found = self.prop(*names)
-        for flag in flag_names:
-            if flag in self.flags:
-                if found:
-                    self.out.skipped.append(
-                        (found[0], f"{flag} wins (a flag overrides properties)")
-                    )
-                return flag, self.flags[flag]
-        return found
-
-
-def _table_name(job: _Job) -> str:
+def _table_name(job: Job) -> str:
     # HoodieStreamer sets hoodie.table.name from --target-table
     name_from = job.setting(["--target-table"], *TABLE_NAME_PROPS)
     if name_from is None:
@@ -240,71 +186,22 @@ def _table_name(job: _Job) -> str:
     return name
 
 
-def _source(job: _Job) -> dict[str, Any]:
-    """sources[0]: a DFS source's files, read incrementally as the source does."""
+def _source(job: Job) -> dict[str, Any]:
+    """sources[0], by HoodieStreamer's --source-class."""
     source_class = job.flags.get("--source-class", DEFAULT_SOURCE)
-    fmt = SOURCE_FORMATS.get(source_class)
-    if fmt is None:
-        known = ", ".join(c.rsplit(".", 1)[1] for c in SOURCE_FORMATS)
+    if source_class in KAFKA_SOURCES:
+        return kafka_source(job, source_class)
+    if source_class not in SOURCE_FORMATS:
+        known = ", ".join(c.rsplit(".", 1)[1] for c in (*SOURCE_FORMATS, *KAFKA_SOURCES))
         raise UserError(
-            f"--source-class {source_class}: the runner imports the DFS sources ({known}); "
-            "write the spec's sources by hand for this one (jdbc, delta and files are there)"
+            f"--source-class {source_class}: the runner imports the DFS and Kafka sources "
+            f"({known}); write the spec's sources by hand for this one (jdbc, delta and "
+            "files are there)"
         )
-    root = job.streamer("source.dfs.root")
-    if root is None:
-        raise UserError(
-            "no source path: the DFS sources read hoodie.streamer.source.dfs.root "
-            "(or hoodie.deltastreamer.source.dfs.root); set it with --set"
-        )
-    source: dict[str, Any] = {
-        "name": SOURCE_NAME,
-        "format": fmt,
-        "path": root[1],
-        "incremental": "new_files",
-    }
-    job.out.mapped.append((f"--source-class {source_class.rsplit('.', 1)[1]}", "sources[0].format"))
-    # Hudi's DFS sources read the files newer than their checkpoint: new_files
-    job.out.mapped.append((root[0], "sources[0].path, incremental: new_files"))
-    schema_file = job.streamer("schemaprovider.source.schema.file")
-    typed = bool(schema_file) or "--schemaprovider-class" in job.flags
-    if fmt == "csv":
-        options = _csv_options(job, typed)
-        if options:
-            source["options"] = options
-    if typed:
-        job.out.skipped.append(
-            (
-                schema_file[0] if schema_file else "--schemaprovider-class",
-                "Spark infers the source schema; give sources[0].schema (Spark DDL) to fix it",
-            )
-        )
-    return source
+    return dfs_source(job, source_class)
 
 
-def _csv_options(job: _Job, typed: bool) -> dict[str, str]:
-    """CsvDFSSource's hoodie.streamer.csv.* properties as Spark's csv options."""
-    options = {}
-    for key in sorted(job.props):
-        for prefix in ("hoodie.deltastreamer.csv.", "hoodie.streamer.csv."):
-            if key.startswith(prefix):
-                job.used.add(key)
-                option = key[len(prefix) :]
-                if option == "inferSchema":
-                    job.out.skipped.append((key, "CsvDFSSource sets inferSchema itself"))
-                    continue
-                options[option] = job.props[key]
-                job.out.mapped.append((key, f"sources[0].options.{option}"))
-    if not typed:
-        # CsvDFSSource infers the column types without a schema provider; Spark's csv
-        # reader alone reads every column as a string (a string ordering field then)
-        options["inferSchema"] = "true"
-        job.out.mapped.append(
-            ("CsvDFSSource without a schema provider", "sources[0].options.inferSchema")
-        )
-    return options
-
-
-def _target(job: _Job) -> dict[str, Any]:
+def _target(job: Job) -> dict[str, Any]:
     """The target: table, operation, merge settings, key generator, index, cleaning."""
     target: dict[str, Any] = {}
     if "--target-base-path" not in job.flags:
@@ -344,7 +241,7 @@ def _target(job: _Job) -> dict[str, Any]:
     return target
 
 
-def _merge_settings(job: _Job, target: dict[str, Any]) -> None:
+def _merge_settings(job: Job, target: dict[str, Any]) -> None:
     """precombine_field, merge_mode (runner/hudi/merge_names.py) and filter_dupes."""
     ordering = job.setting(["--source-ordering-fields", "--source-ordering-field"], *ORDERING_PROPS)
     if ordering:
@@ -433,7 +330,9 @@ def _index(prop: Lookup, out: Imported) -> dict[str, Any]:
     return index
 
 
-def _command_line_notes(flags: Mapping[str, str], out: Imported) -> None:
+def _command_line_notes(job: Job) -> None:
+    """The flags no mapping read: a way to run the spec, or why they have no equivalent."""
+    flags, out = job.flags, job.out
     if flags.get("--continuous") == "true":
         every = flags.get("--min-sync-interval-seconds", "0")
         out.skipped.append(
@@ -442,7 +341,7 @@ def _command_line_notes(flags: Mapping[str, str], out: Imported) -> None:
                 f"a way to run it: `runner run SPEC --continuous --min-interval {every}s`",
             )
         )
-    if "--checkpoint" in flags:
+    if "--checkpoint" in flags and "--checkpoint" not in job.used:  # a Kafka source's: read
         out.skipped.append(
             (
                 "--checkpoint",
@@ -460,7 +359,7 @@ def _command_line_notes(flags: Mapping[str, str], out: Imported) -> None:
         ("--spark-master", "spark.master in the spec (default local[*]) or spark-submit's"),
         ("--spark-app-name", "the Spark application is named after the spec"),
     ):
-        if flag in flags:
+        if flag in flags and flag not in job.used:
             out.skipped.append((flag, why))
     for flag in sorted(set(flags) - VALUE_FLAGS - SWITCHES):
         out.skipped.append((flag, "not a HoodieStreamer flag the runner knows"))

@@ -65,7 +65,7 @@ def plan_batch(
         keyed = add_key_columns(batch, target, layout)
         judged = _pinned(
             add_malformed(add_verdicts(keyed, spec), read.malformed),
-            reads_database=any(s.format == "jdbc" for s in spec.sources),
+            live_source=next((s.format for s in spec.sources if s.format in LIVE_FORMATS), None),
         )
     return Batch(judged, input_columns, schema, batch)
 
@@ -78,16 +78,21 @@ def table_layout(snapshot: TableSnapshot | None, target: Target) -> BucketLayout
     return BucketLayout.from_configuration(snapshot.configuration)
 
 
-def _pinned(keyed: DataFrame, reads_database: bool = False) -> DataFrame:
+# Sources whose data can change between two reads of the same plan.
+LIVE_FORMATS = {"jdbc": "a JDBC source", "kafka": "a Kafka source"}
+
+
+def _pinned(keyed: DataFrame, live_source: str | None = None) -> DataFrame:
     """The batch is read twice (bucket counts, then the write); both passes must agree.
 
     A file source's listing is fixed when its DataFrame is created, so a deterministic plan
     gives the same rows twice, and caching it would cost more than reading it again (about
     3 s per million rows here). A non-deterministic plan (rand(), now(), ...) is cached.
     """
-    if reads_database:
-        # a live table changes between the passes (and a re-merge): read it once
-        log.info("batch_cached", reason="a JDBC source")
+    if live_source:
+        # a live table changes between the passes (and a re-merge), retention can remove a
+        # topic's records: read it once
+        log.info("batch_cached", reason=LIVE_FORMATS[live_source])
         return keyed.persist()
     if keyed._jdf.queryExecution().analyzed().deterministic():
         return keyed

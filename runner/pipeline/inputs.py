@@ -20,7 +20,8 @@ from runner.session import spark_session, under_spark_submit
 from runner.sources.checkpoint import Origin, StartingPoints, starting_points
 from runner.sources.jdbc import driver_jars
 from runner.sources.model import SourcePlan
-from runner.sources.plan import nothing_new, plan_database_reads, plan_sources, sources_on_s3
+from runner.sources.plan import nothing_new, plan_live_reads, plan_sources, sources_on_s3
+from runner.spark_connectors import connector_jars
 
 log = structlog.get_logger(__name__)
 
@@ -78,7 +79,7 @@ def plan_inputs(
     with ctx.stage("start"):
         spark = _start_spark(ctx, spark)
     with ctx.stage("sources"):
-        plans = tuple(plan_database_reads(spark, list(plans)))
+        plans = tuple(plan_live_reads(spark, list(plans)))
     return Inputs(points, plans, spark, given)
 
 
@@ -92,6 +93,7 @@ def _start_spark(ctx: RunContext, spark: SparkSession | None) -> SparkSession:
         jars += s3_connector.jars_to_add(on_s3[0], under_spark_submit())
     if automatic(ctx.target):
         jars += table_reading_jars(ctx.table)
+    jars += connector_jars(spec.sources, under_spark_submit())
     spark = spark or spark_session(
         spec.spark, spec.name, ctx.options.console_progress, jars=list(dict.fromkeys(jars))
     )

@@ -21,7 +21,7 @@ from runner.delta.snapshot import Group
 from runner.errors import BadRecordsError, UserError
 from runner.pipeline.key_columns import KEY_ERROR
 from runner.sources.bad_input import MALFORMED_FILE, MALFORMED_RAW, MalformedRows, line_of
-from runner.spec.model import Expectation, PipelineSpec
+from runner.spec.model import Expectation, PipelineSpec, Source
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY
 
 FATE = "__runner_fate"  # null: the row is written; else drop | quarantine | fail
@@ -104,8 +104,9 @@ def add_malformed(judged: DataFrame, malformed: list[MalformedRows]) -> DataFram
     with the other verdicts, in the same pass."""
     for bad in malformed:
         source = bad.source
+        what = f"not a {_record_format(source)} record under the schema of source '{source.name}'"
         reason = F.concat(
-            F.lit(f"not a {source.format} record under the schema of source '{source.name}' ("),
+            F.lit(f"{what} ("),
             F.col(MALFORMED_FILE),
             F.lit(")"),
         )
@@ -118,6 +119,10 @@ def add_malformed(judged: DataFrame, malformed: list[MalformedRows]) -> DataFram
         )
         judged = judged.unionByName(rows, allowMissingColumns=True)
     return judged
+
+
+def _record_format(source: Source) -> str:
+    return source.kafka.value_format if source.kafka else source.format
 
 
 def _rules(spec: PipelineSpec, action: str) -> list[Expectation]:

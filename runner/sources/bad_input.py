@@ -66,12 +66,15 @@ def split_malformed(frame: DataFrame, source: Source) -> tuple[DataFrame, Malfor
     would pass that pass and fail the next (the bucket count and the write would disagree).
     The test below names every column, which makes every pass parse the whole record; its
     second half is never true, and no optimizer rule knows that."""
-    data = [c for c in frame.columns if c != CORRUPT]
+    # where a record was: its file, or what the source put in MALFORMED_FILE (a Kafka
+    # record's topic, partition and offset)
+    where = MALFORMED_FILE if MALFORMED_FILE in frame.columns else "_metadata.file_path"
+    data = [c for c in frame.columns if c not in (CORRUPT, MALFORMED_FILE)]
     every_column = F.size(F.array(*[F.col(c).isNull() for c in data])) < 0
     malformed = F.col(CORRUPT).isNotNull() | every_column
-    good = frame.where(~malformed).drop(CORRUPT)
+    good = frame.where(~malformed).drop(CORRUPT, MALFORMED_FILE)
     bad = frame.where(malformed).select(
-        F.col("_metadata.file_path").alias(MALFORMED_FILE), F.col(CORRUPT).alias(MALFORMED_RAW)
+        F.col(where).alias(MALFORMED_FILE), F.col(CORRUPT).alias(MALFORMED_RAW)
     )
     return good, MalformedRows(source, bad)
 

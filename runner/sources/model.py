@@ -8,6 +8,7 @@ from typing import Any
 
 from runner.delta.change_feed import ChangePlan
 from runner.delta.deletion_vectors import DeletionVector
+from runner.sources.kafka_offsets import KafkaRead
 from runner.spec.model import Source
 
 
@@ -33,6 +34,7 @@ class SourcePlan:
     details: Mapping[str, Any] = field(default_factory=dict)  # for the run summary
     jdbc: JdbcRead | None = None  # a JDBC source, once its bounds are planned
     changes: ChangePlan | None = None  # a Delta source: its change data feed to read
+    kafka: KafkaRead | None = None  # a Kafka source, once its offsets are planned
 
     @property
     def where(self) -> str:

@@ -29,6 +29,8 @@ from runner.sources.bad_input import (
 from runner.sources.checkpoint import StartingPoints
 from runner.sources.delta import open_source_table, plan_delta_read
 from runner.sources.delta_changes import read_source_changes
+from runner.sources.kafka import plan_kafka, read_kafka
+from runner.sources.kafka_values import decode_values
 from runner.sources.listing import FileCheckpoint, list_new_files
 from runner.sources.model import SourcePlan
 from runner.spec.model import PipelineSpec, Source
@@ -115,10 +117,14 @@ def _plan(source: Source, since: Any, skip: frozenset[str]) -> SourcePlan:
     return SourcePlan(source, since=since)
 
 
-def plan_database_reads(spark: SparkSession, plans: list[SourcePlan]) -> list[SourcePlan]:
-    """The plans with each JDBC source's bounds asked of its database (which needs Spark,
-    for the driver jar): what it reads is fixed before it is read, twice if need be."""
-    return [jdbc.plan_jdbc(spark, p) if p.source.format == "jdbc" else p for p in plans]
+def plan_live_reads(spark: SparkSession, plans: list[SourcePlan]) -> list[SourcePlan]:
+    """The plans with each JDBC source's bounds asked of its database, and each Kafka
+    source's offsets of its brokers (both through jars Spark loads): what a live source
+    reads is fixed before it is read, twice if need be."""
+    planners = {"jdbc": jdbc.plan_jdbc, "kafka": plan_kafka}
+    return [
+        planners[p.source.format](spark, p) if p.source.format in planners else p for p in plans
+    ]
 
 
 @dataclass(frozen=True)
@@ -213,6 +219,8 @@ def read_source(spark: SparkSession, plan: SourcePlan) -> DataFrame:
         return jdbc.read_jdbc(spark, plan)
     if source.format == "delta":
         return _read_delta(spark, plan)
+    if source.format == "kafka":
+        return decode_values(read_kafka(spark, plan), source)
     text = source.format in TEXT_FORMATS
     reader = spark.read.format(source.format).options(
         **resolve(dict(source.options), where=plan.where)

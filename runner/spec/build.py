@@ -24,6 +24,7 @@ from runner.spec.model import (
     Incremental,
     IndexSpec,
     JdbcSpec,
+    KafkaSpec,
     KubernetesSpec,
     MergerSpec,
     PipelineSpec,
@@ -67,6 +68,7 @@ def _source(s: dict[str, Any], base: Path) -> Source:
         options={k: conf_str(v) for k, v in s.get("options", {}).items()},
         incremental=_incremental(s.get("incremental")),
         jdbc=_jdbc(s.get("jdbc"), base),
+        kafka=_kafka(s.get("kafka"), base),
         **_given(s, "on_bad_file", "on_bad_record"),
     )
 
@@ -135,6 +137,25 @@ def _jdbc(value: dict[str, Any] | None, base: Path) -> JdbcSpec | None:
         return None
     jar = value.get("jar")
     return JdbcSpec(**{**value, "jar": absolute(jar, base) if jar else None})
+
+
+_KAFKA_CONVERTED = ("topics", "starting_offsets", "avro_schema", "options")
+
+
+def _kafka(value: dict[str, Any] | None, base: Path) -> KafkaSpec | None:
+    if value is None:
+        return None
+    starting = value.get("starting_offsets", "earliest")
+    if isinstance(starting, dict):  # YAML's keys are strings: partitions are numbers
+        starting = {t: {int(p): int(o) for p, o in parts.items()} for t, parts in starting.items()}
+    schema_file = value.get("avro_schema")
+    return KafkaSpec(
+        **{k: v for k, v in value.items() if k not in _KAFKA_CONVERTED},
+        topics=tuple(value.get("topics", ())),
+        starting_offsets=starting,
+        avro_schema=absolute(schema_file, base) if schema_file else None,
+        options={k: conf_str(v) for k, v in value.get("options", {}).items()},
+    )
 
 
 def _cdc(data: dict[str, Any] | None) -> CdcSpec | None:

@@ -23,6 +23,8 @@ OnBadFile = Literal["fail", "skip"]
 OnBadRecord = RowAction
 IncrementalMode = Literal["new_files", "since_last", "column"]
 DeletesMode = Literal["propagate", "ignore"]
+ValueFormat = Literal["json", "avro", "raw"]  # how a Kafka record's value is decoded
+OnDataLoss = Literal["fail", "skip"]
 ExpansionPolicy = Literal["multiple_rehash", "overwrite", "none"]
 RestartPolicy = Literal["Never", "OnFailure", "Always"]
 ComplexEncoding = Literal["FIELD_PREFIXED", "VALUE_ONLY"]
@@ -59,14 +61,33 @@ class JdbcSpec:
 
 
 @dataclass(frozen=True)
+class KafkaSpec:
+    """A Kafka source's settings: where the records are, how their values decode, and how
+    much one run reads."""
+
+    bootstrap_servers: str
+    topics: tuple[str, ...] = ()
+    topic_pattern: str | None = None  # a Java regular expression (instead of topics)
+    value_format: ValueFormat = "json"
+    avro_schema: str | None = None  # avro: the writer schema's file (absolute)
+    schema_registry_url: str | None = None  # avro in Confluent's wire format
+    # the first run's start: "earliest", "latest", or {topic: {partition: offset}}
+    starting_offsets: str | Mapping[str, Mapping[int, int]] = "earliest"
+    max_records_per_run: int | None = None
+    on_data_loss: OnDataLoss = "fail"  # offsets removed by retention since the last run
+    options: Mapping[str, str] = field(default_factory=dict)  # Kafka consumer settings
+
+
+@dataclass(frozen=True)
 class Source:
     name: str
     format: str
-    path: str = ""  # empty for jdbc
+    path: str = ""  # empty for jdbc and kafka
     schema: str | None = None
     options: Mapping[str, str] = field(default_factory=dict)
     incremental: Incremental | None = None
     jdbc: JdbcSpec | None = None
+    kafka: KafkaSpec | None = None
     on_bad_file: OnBadFile = "fail"  # a file that cannot be read
     on_bad_record: OnBadRecord = "fail"  # a csv/json record that does not parse
 

@@ -6,11 +6,20 @@ password belongs in an environment variable, referenced as `${env:NAME}`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from runner.errors import SpecProblem
 from runner.spec.located import Located, Path_, dotted, strings_with_paths
 from runner.spec.secrets import has_url_password, only_references
 
 _PASSWORD_KEYS = ("password", "passwd", "pwd")
+
+
+def _secret_setting(name: str) -> bool:
+    """A setting whose value is a password: `password`, or a Kafka client's
+    `ssl.key.password` or `sasl.jaas.config` (a JAAS line holds the password)."""
+    name = name.lower()
+    return name.rsplit(".", 1)[-1] in _PASSWORD_KEYS or name == "sasl.jaas.config"
 
 
 def password_problems(doc: Located, file: str) -> list[SpecProblem]:
@@ -19,10 +28,14 @@ def password_problems(doc: Located, file: str) -> list[SpecProblem]:
     data = doc.data
     found: list[tuple[Path_, str]] = []
     for i, src in enumerate(data["sources"]):
-        secrets = [(("jdbc", "password"), src.get("jdbc", {}).get("password"))]
+        secrets: list[tuple[Path_, Any]] = [
+            (("jdbc", "password"), src.get("jdbc", {}).get("password"))
+        ]
         secrets += [(("options", k), v) for k, v in src.get("options", {}).items()]
+        kafka_options = src.get("kafka", {}).get("options", {})
+        secrets += [(("kafka", "options", k), v) for k, v in kafka_options.items()]
         for field, value in secrets:
-            if field[-1].lower() not in _PASSWORD_KEYS or value is None:
+            if not _secret_setting(str(field[-1])) or value is None:
                 continue
             if not isinstance(value, str) or not only_references(value):
                 found.append(

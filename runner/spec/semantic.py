@@ -85,7 +85,8 @@ def _check_deletes_handed_on(data: dict[str, Any], operation: str, problem: Prob
         return
     for i, src in enumerate(data["sources"]):
         incremental = src.get("incremental")
-        handed_on = isinstance(incremental, dict) and "since" in incremental
+        from_table = src["format"] == "delta" and isinstance(incremental, dict)
+        handed_on = from_table and "since" in incremental
         if handed_on and incremental.get("deletes", "propagate") == "propagate":
             problem(
                 ("sources", i, "incremental"),
@@ -102,7 +103,7 @@ def _source_problem(src: dict[str, Any]) -> tuple[Path_, str] | None:
         return ("jdbc",), f"applies to format jdbc, not {fmt}"
     if "on_bad_file" in src and fmt not in FILE_FORMATS:
         return ("on_bad_file",), f"applies to file formats ({', '.join(FILE_FORMATS)}), not {fmt}"
-    if "on_bad_record" in src and fmt not in TEXT_FORMATS:
+    if "on_bad_record" in src and fmt not in (*TEXT_FORMATS, "kafka"):
         return ("on_bad_record",), (
             f"applies to csv and json, whose records can fail to parse; {fmt} records are typed"
         )
@@ -112,6 +113,10 @@ def _source_problem(src: dict[str, Any]) -> tuple[Path_, str] | None:
                 "the runner decides what happens to records that do not parse: use "
                 "on_bad_record (fail, quarantine or drop) instead of this Spark option"
             )
+    if fmt != "kafka" and "kafka" in src:
+        return ("kafka",), f"applies to format kafka, not {fmt}"
+    if fmt == "kafka":
+        return _kafka_problem(src)
     if fmt == "jdbc":
         if "path" in src:
             return ("path",), "a jdbc source has no path; give jdbc.table or jdbc.query"
@@ -128,6 +133,46 @@ def _source_problem(src: dict[str, Any]) -> tuple[Path_, str] | None:
     if fmt not in wanted[kind]:
         fitting = {"delta": "{since: last}", "jdbc": "{column: NAME}"}.get(fmt, "new_files")
         return ("incremental",), f"does not apply to format {fmt}; it takes {fitting}"
+    return None
+
+
+def _kafka_problem(src: dict[str, Any]) -> tuple[Path_, str] | None:
+    """A Kafka source's settings that do not go together."""
+    kafka, incremental = src["kafka"], src.get("incremental")
+    value_format = kafka.get("value_format", "json")
+    if "path" in src:
+        return ("path",), "a kafka source has no path; give kafka.topics or kafka.topic_pattern"
+    if ("topics" in kafka) == ("topic_pattern" in kafka):
+        return ("kafka",), "give exactly one of topics and topic_pattern"
+    if value_format == "json" and "schema" not in src:
+        return ("schema",), (
+            "a kafka source with value_format json needs the schema of its values (Spark "
+            'DDL, e.g. "order_id bigint, amount double"): records are not sampled to infer one'
+        )
+    if value_format != "json" and "schema" in src:
+        return ("schema",), (
+            f"value_format {value_format} takes no schema: "
+            + (
+                "the Avro schema gives the columns"
+                if value_format == "avro"
+                else "raw values are the binary column `value`, for the transform to decode"
+            )
+        )
+    registry, schema_file = "schema_registry_url" in kafka, "avro_schema" in kafka
+    if value_format == "avro" and registry == schema_file:
+        return ("kafka",), (
+            "value_format avro takes exactly one of avro_schema (the writer schema's file) and "
+            "schema_registry_url (values in Confluent's wire format)"
+        )
+    if value_format != "avro" and (registry or schema_file):
+        field = "schema_registry_url" if registry else "avro_schema"
+        return ("kafka", field), f"applies to value_format avro, not {value_format}"
+    if value_format == "raw" and "on_bad_record" in src:
+        return ("on_bad_record",), "raw values are not parsed, so no record can fail to parse"
+    if incremental is not None and (
+        not isinstance(incremental, dict) or set(incremental) != {"since"}
+    ):
+        return ("incremental",), "a kafka source takes {since: last}: the offsets last read"
     return None
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -97,7 +99,7 @@ def test_csv_types_are_inferred_as_hudi_infers_them_unless_a_schema_is_given():
     told = _import({"hoodie.deltastreamer.csv.inferSchema": "false"}, *csv)
     assert told.spec["sources"][0]["options"] == {"inferSchema": "true"}  # Hudi's own setting
     assert dict(told.skipped)["hoodie.deltastreamer.csv.inferSchema"].startswith("CsvDFSSource")
-    schema = {"hoodie.streamer.schemaprovider.source.schema.file": "/s.avsc"}
+    schema = {"hoodie.streamer.schemaprovider.source.schema.file": "hdfs:///schemas/s.avsc"}
     typed = _import({**schema, "hoodie.streamer.csv.header": "true"}, *csv)
     assert typed.spec["sources"][0]["options"] == {"header": "true"}
     assert "give sources[0].schema" in dict(typed.skipped)[next(iter(schema))]
@@ -137,7 +139,7 @@ def test_partial_update_payloads_map_to_merge_modes(props, args, merge_mode):
         ({}, ["--op", "INSERT_OVERWRITE"], "--op INSERT_OVERWRITE has no equivalent"),
         ({}, ["--filter-dupes"], "HoodieStreamer refuses it too"),
         ({}, ["--source-ordering-field", "ts,seq"], "orders records by one field"),
-        ({}, ["--source-class", f"{SOURCE}JsonKafkaSource"], "imports the DFS sources"),
+        ({}, ["--source-class", f"{SOURCE}JdbcSource"], "imports the DFS and Kafka sources"),
         (
             {"hoodie.datasource.write.payload.class": "com.example.MyPayload"},
             [],
@@ -179,3 +181,323 @@ def test_an_import_that_does_not_validate_writes_nothing_and_names_the_property(
     assert "target.key_generator" in said and "at least one partition field" in said
     assert str(tmp_path) not in said
     assert list(tmp_path.iterdir()) == [tmp_path / "job.properties"]  # no spec, no temp file
+
+
+# An Avro schema with every type the import converts, nested, and the Spark DDL Spark's
+# SchemaConverters gives for it (written out by hand, from Spark's type mapping).
+AVRO_SCHEMA = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "shop",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "qty", "type": ["null", "int"]},
+        {"name": "price", "type": ["double", "null"]},
+        {"name": "weight", "type": "float"},
+        {"name": "paid", "type": "boolean"},
+        {"name": "note", "type": ["null", "string"], "default": None},
+        {"name": "status", "type": {"type": "enum", "name": "Status", "symbols": ["NEW"]}},
+        {"name": "ref", "type": {"type": "string", "logicalType": "uuid"}},
+        {"name": "blob", "type": "bytes"},
+        {"name": "hash", "type": {"type": "fixed", "name": "Md5", "size": 16}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "ts_ms", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "ts_us", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}]},
+        {"name": "local_ms", "type": {"type": "long", "logicalType": "local-timestamp-millis"}},
+        {"name": "local_us", "type": {"type": "long", "logicalType": "local-timestamp-micros"}},
+        {"name": "at_ms", "type": {"type": "int", "logicalType": "time-millis"}},
+        {"name": "at_us", "type": {"type": "long", "logicalType": "time-micros"}},
+        {
+            "name": "amount",
+            "type": {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 2},
+        },
+        {
+            "name": "big",
+            "type": {
+                "type": "fixed", "name": "Big", "size": 16,
+                "logicalType": "decimal", "precision": 38, "scale": 0,
+            },
+        },
+        {"name": "tags", "type": {"type": "array", "items": ["null", "string"]}},
+        {"name": "attrs", "type": {"type": "map", "values": "long"}},
+        {
+            "name": "ship_to",
+            "type": [
+                "null",
+                {
+                    "type": "record",
+                    "name": "Address",
+                    "fields": [
+                        {"name": "zip code", "type": "string"},
+                        {"name": "lines", "type": {"type": "array", "items": "string"}},
+                        {"name": "geo", "type": {"type": "map", "values": {
+                            "type": "record", "name": "Point",
+                            "fields": [{"name": "lat", "type": "double"}],
+                        }}},
+                    ],
+                },
+            ],
+        },
+        {"name": "bill_to", "type": "Address"},  # a named type used again, by its short name
+        {"name": "`odd`", "type": "shop.Md5"},
+        {"name": "_nothing", "type": "null"},
+    ],
+}  # fmt: skip
+ADDRESS = "struct<`zip code`: string, lines: array<string>, geo: map<string, struct<lat: double>>>"
+AVRO_DDL = (
+    "id bigint, qty int, price double, weight float, paid boolean, note string, "
+    "status string, ref string, blob binary, hash binary, day date, ts_ms timestamp, "
+    "ts_us timestamp, local_ms timestamp_ntz, local_us timestamp_ntz, at_ms int, "
+    "at_us bigint, amount decimal(12,2), big decimal(38,0), tags array<string>, "
+    f"attrs map<string, bigint>, ship_to {ADDRESS}, bill_to {ADDRESS}, "
+    "```odd``` binary, _nothing void"
+)
+KAFKA = {
+    "hoodie.streamer.source.kafka.topic": "orders",
+    "bootstrap.servers": "b1:9092,b2:9092",
+}
+SCHEMA_FILE = "hoodie.streamer.schemaprovider.source.schema.file"
+
+
+def _kafka(source: str, props: dict[str, str], *args: str, base: Path | None = None):
+    flags, _, transformers = parse_streamer_args(
+        [*FLAGS, "--source-class", f"{SOURCE}{source}", *args]
+    )
+    key = {"hoodie.datasource.write.recordkey.field": "id"}
+    return import_streamer({**key, **KAFKA, **props}, flags, transformers, base)
+
+
+def test_a_schema_file_becomes_the_sources_spark_schema(tmp_path):
+    from runner.spec.ddl import ddl_columns
+
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / "schemas" / "order.avsc").write_text(json.dumps(AVRO_SCHEMA))
+    flags, _, _ = parse_streamer_args(FLAGS)
+    # a relative path is read from the properties file's directory
+    props = {**BASE, SCHEMA_FILE: "schemas/order.avsc"}
+    imported = import_streamer(props, flags, [], base=tmp_path)
+    source = imported.spec["sources"][0]
+    assert source["schema"] == AVRO_DDL
+    assert ddl_columns(source["schema"]) == tuple(f["name"] for f in AVRO_SCHEMA["fields"])
+    assert dict(imported.mapped)[SCHEMA_FILE].startswith("sources[0].schema")
+    # a csv source with a schema is not inferred: the schema gives its types
+    csv = import_streamer(
+        {**BASE, SCHEMA_FILE: f"file://{tmp_path}/schemas/order.avsc"},
+        parse_streamer_args([*FLAGS, "--source-class", f"{SOURCE}CsvDFSSource"])[0],
+        [],
+    )
+    assert csv.spec["sources"][0]["schema"] == AVRO_DDL
+    assert "options" not in csv.spec["sources"][0]
+
+
+def test_a_remote_schema_file_is_listed_as_not_imported():
+    for path in ("s3a://bucket/order.avsc", "hdfs://nn:8020/schemas/order.avsc"):
+        imported = _import({"hoodie.deltastreamer.schemaprovider.source.schema.file": path})
+        assert "schema" not in imported.spec["sources"][0]
+        why = dict(imported.skipped)["hoodie.deltastreamer.schemaprovider.source.schema.file"]
+        assert f"{path} is not on this machine" in why and "Spark infers" in why
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        (
+            {"type": "record", "name": "R", "fields": [
+                {"name": "outer", "type": {"type": "record", "name": "In", "fields": [
+                    {"name": "v", "type": ["null", "int", "string"]}]}}]},
+            "field outer.v is a union of several types (int, string)",
+        ),
+        ({"type": "array", "items": "int"}, "the top-level type must be a record"),
+        (
+            {"type": "record", "name": "Node", "fields": [
+                {"name": "next", "type": ["null", "Node"]}]},
+            "record Node contains itself",
+        ),
+        (
+            {"type": "record", "name": "R", "fields": [{"name": "d", "type": {
+                "type": "bytes", "logicalType": "decimal", "precision": 40}}]},
+            "field d: decimal(precision=40, scale=0) is not a Spark decimal",
+        ),
+        ({"type": "record", "name": "R", "fields": [{"name": "x", "type": "Nope"}]}, "'Nope'"),
+    ],
+)  # fmt: skip
+def test_a_schema_without_a_spark_type_stops_the_import(tmp_path, schema, message):
+    (tmp_path / "s.avsc").write_text(json.dumps(schema))
+    flags, _, _ = parse_streamer_args(FLAGS)
+    with pytest.raises(UserError, match=re.escape(message)):
+        import_streamer({**BASE, SCHEMA_FILE: str(tmp_path / "s.avsc")}, flags, [])
+
+
+def test_a_json_kafka_job_becomes_a_kafka_source(tmp_path):
+    (tmp_path / "order.avsc").write_text(json.dumps(AVRO_SCHEMA))
+    imported = _kafka(
+        "JsonKafkaSource",
+        {
+            # the old names are read as the new ones
+            "hoodie.deltastreamer.source.kafka.topic": "ignored: the new name wins",
+            "hoodie.deltastreamer.schemaprovider.source.schema.file": "order.avsc",
+            "hoodie.deltastreamer.kafka.source.maxEvents": "1000",
+            "hoodie.streamer.source.kafka.enable.failOnDataLoss": "true",
+            "auto.offset.reset": "earliest",
+            "security.protocol": "SSL",
+            "ssl.truststore.location": "/etc/kafka/truststore.jks",
+            "group.id": "hudi-orders",
+            "value.deserializer": "org.apache.kafka.common.serialization.StringDeserializer",
+        },
+        base=tmp_path,
+    )
+    assert imported.spec["sources"] == [
+        {
+            "name": "src",
+            "format": "kafka",
+            "schema": AVRO_DDL,
+            "incremental": {"since": "last"},
+            "kafka": {
+                "bootstrap_servers": "b1:9092,b2:9092",
+                "topics": ["orders"],
+                "value_format": "json",
+                "starting_offsets": "earliest",
+                "max_records_per_run": 1000,
+                "on_data_loss": "fail",
+                "options": {
+                    "security.protocol": "SSL",
+                    "ssl.truststore.location": "/etc/kafka/truststore.jks",
+                },
+            },
+        }
+    ]
+    skipped = dict(imported.skipped)
+    assert "commits none to a consumer group" in skipped["group.id"]
+    assert "decodes keys and values itself" in skipped["value.deserializer"]
+    assert skipped["hoodie.deltastreamer.source.kafka.topic"].endswith("is set too, and wins")
+    assert imported.env == []
+
+
+def test_a_kafka_job_keeps_hudis_defaults():
+    """Unset, Hudi starts a new table at the latest offsets, reads at most 5000000
+    records a run, and moves to the earliest offsets left when its checkpoint's are gone."""
+    imported = _kafka("AvroKafkaSource", {"schema.registry.url": "http://registry:8081"})
+    kafka = imported.spec["sources"][0]["kafka"]
+    assert kafka["starting_offsets"] == "latest"
+    assert kafka["max_records_per_run"] == 5_000_000
+    assert kafka["on_data_loss"] == "skip"
+    assert "schema" not in imported.spec["sources"][0]
+    notes = " ".join(what for what, _ in imported.mapped)
+    assert "Hudi's default latest" in notes and "Hudi's default false" in notes
+    # --source-limit is a number of records for a Kafka source, and wins over maxEvents
+    limited = _kafka(
+        "AvroKafkaSource",
+        {"schema.registry.url": "http://r:8081", "hoodie.streamer.kafka.source.maxEvents": "9"},
+        "--source-limit", "500",
+    )  # fmt: skip
+    assert limited.spec["sources"][0]["kafka"]["max_records_per_run"] == 500
+    assert "--source-limit" not in dict(limited.skipped)
+
+
+def test_an_avro_kafka_job_with_a_schema_file_reads_plain_avro(tmp_path):
+    (tmp_path / "order.avsc").write_text(json.dumps(AVRO_SCHEMA))
+    imported = _kafka("AvroKafkaSource", {SCHEMA_FILE: "order.avsc"}, base=tmp_path)
+    source = imported.spec["sources"][0]
+    assert "schema" not in source  # the Avro schema gives the columns
+    assert source["kafka"]["value_format"] == "avro"
+    assert source["kafka"]["avro_schema"] == str(tmp_path / "order.avsc")
+    assert "schema_registry_url" not in source["kafka"]
+    with pytest.raises(UserError, match=r"cannot read .*missing\.avsc"):
+        _kafka("AvroKafkaSource", {SCHEMA_FILE: "missing.avsc"}, base=tmp_path)
+    with pytest.raises(UserError, match="AvroKafkaSource: no schema for the values"):
+        _kafka("AvroKafkaSource", {})
+
+
+def test_an_avro_kafka_job_with_a_registry_reads_confluents_wire_format(tmp_path):
+    (tmp_path / "order.avsc").write_text(json.dumps(AVRO_SCHEMA))
+    registry = "hoodie.deltastreamer.schemaprovider.registry.url"
+    imported = _kafka(
+        "AvroKafkaSource",
+        {
+            registry: "https://svc:s3cr3t@registry:8081/subjects/orders-value/versions/latest",
+            SCHEMA_FILE: "order.avsc",
+        },
+        "--schemaprovider-class", "org.apache.hudi.utilities.schema.SchemaRegistryProvider",
+        base=tmp_path,
+    )  # fmt: skip
+    kafka = imported.spec["sources"][0]["kafka"]
+    assert (
+        kafka["schema_registry_url"] == "https://svc:${env:SCHEMA_REGISTRY_PASSWORD}@registry:8081"
+    )
+    assert "avro_schema" not in kafka
+    assert "/subjects/orders-value/versions/latest cut" in dict(imported.mapped)[registry]
+    assert "registry gives each value's writer schema" in dict(imported.skipped)[SCHEMA_FILE]
+    assert [name for name, _ in imported.env] == ["SCHEMA_REGISTRY_PASSWORD"]
+    assert "s3cr3t" not in imported.to_yaml("job.properties")
+    # the deserializer's own registry setting decodes the values, so it wins
+    both = _kafka(
+        "AvroKafkaSource",
+        {registry: "http://a:8081/subjects/x/versions/1", "schema.registry.url": "http://b:8081/"},
+    )
+    assert both.spec["sources"][0]["kafka"]["schema_registry_url"] == "http://b:8081"
+    assert dict(both.skipped)[registry].startswith("schema.registry.url is set too")
+
+
+def test_kafka_secrets_are_environment_references_never_values():
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required password="pw1";'
+    imported = _kafka(
+        "AvroKafkaSource",
+        {
+            "schema.registry.url": "http://registry:8081",
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN",
+            "sasl.jaas.config": jaas,
+            "ssl.truststore.password": "pw2",
+            "ssl.key.password": "${env:MY_KEY_PASSWORD}",  # a reference already: kept
+            "basic.auth.user.info": "key:pw3",
+        },
+    )
+    options = imported.spec["sources"][0]["kafka"]["options"]
+    assert options == {
+        "sasl.jaas.config": "${env:KAFKA_SASL_JAAS_CONFIG}",
+        "sasl.mechanism": "PLAIN",
+        "security.protocol": "SASL_SSL",
+        "ssl.key.password": "${env:MY_KEY_PASSWORD}",
+        "ssl.truststore.password": "${env:KAFKA_SSL_TRUSTSTORE_PASSWORD}",
+    }
+    assert "Confluent's Avro deserializer" in dict(imported.skipped)["basic.auth.user.info"]
+    text = imported.to_yaml("job.properties")
+    assert not any(secret in text for secret in ("pw1", "pw2", "pw3"))
+    # the notes tell which variables to set before a run
+    assert "#   KAFKA_SASL_JAAS_CONFIG: the value of sasl.jaas.config" in text
+    assert "#   KAFKA_SSL_TRUSTSTORE_PASSWORD: the value of ssl.truststore.password" in text
+
+
+def test_a_checkpoint_is_where_the_first_kafka_run_starts():
+    registry = {"schema.registry.url": "http://r:8081", "auto.offset.reset": "earliest"}
+    imported = _kafka("AvroKafkaSource", registry, "--checkpoint", "orders,0:42,1:7")
+    assert imported.spec["sources"][0]["kafka"]["starting_offsets"] == {"orders": {"0": 42, "1": 7}}
+    assert dict(imported.skipped)["auto.offset.reset"].startswith("--checkpoint wins")
+    single = _kafka(
+        "AvroKafkaSource",
+        {**registry, "hoodie.streamer.source.kafka.checkpoint.type": "single_offset"},
+        "--checkpoint", "99",
+    )  # fmt: skip
+    assert single.spec["sources"][0]["kafka"]["starting_offsets"] == {"orders": {"0": 99}}
+
+
+@pytest.mark.parametrize(
+    ("source", "props", "args", "message"),
+    [
+        ("AvroKafkaSource", {"schema.registry.url": "http://r:8081",
+                             "auto.offset.reset": "group"}, [], "cannot start at the group's"),
+        ("AvroKafkaSource", {"schema.registry.url": "http://r:8081"},
+         ["--checkpoint", "1700000000000"], "a Kafka source starts at offsets"),
+        ("AvroKafkaSource", {"schema.registry.url": "http://r:8081"},
+         ["--checkpoint", "other,0:1"], "orders,0:OFFSET,1:OFFSET"),
+        ("JsonKafkaSource", {}, [], "this job names no schema file"),
+        ("JsonKafkaSource", {SCHEMA_FILE: "s3://b/s.avsc"}, [], "s3://b/s.avsc is not on this"),
+        ("JsonKafkaSource", {"hoodie.streamer.schemaprovider.registry.url": "http://r/x"}, [],
+         "download it"),
+        ("JsonKafkaSource", {"hoodie.streamer.source.kafka.topic": ""}, [], "no topic"),
+        ("JsonKafkaSource", {"bootstrap.servers": " "}, [], "no brokers"),
+    ],
+)  # fmt: skip
+def test_kafka_settings_without_an_equivalent_stop_the_import(source, props, args, message):
+    with pytest.raises(UserError, match=re.escape(message)):
+        _kafka(source, props, *args)

@@ -20,6 +20,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("runner.faults", "runner.hudi", "runner.maven", "runner.user_code"),
     ("runner.spec",),
     ("runner.s3_connector",),
+    ("runner.spark_connectors",),
     ("runner.logs", "runner.session", "runner.fields", "runner.worker_daemon", "runner.summary"),
     ("runner.keygen", "runner.index"),
     ("runner.storage",),

@@ -64,6 +64,9 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "$defs/quarantine/properties/max_fraction": _default(m.QuarantineSpec, "max_fraction"),
     "$defs/jdbc/properties/fetch_size": _default(m.JdbcSpec, "fetch_size"),
     "$defs/jdbc/properties/num_partitions": _default(m.JdbcSpec, "num_partitions"),
+    "$defs/kafka/properties/value_format": _default(m.KafkaSpec, "value_format"),
+    "$defs/kafka/properties/starting_offsets": _default(m.KafkaSpec, "starting_offsets"),
+    "$defs/kafka/properties/on_data_loss": _default(m.KafkaSpec, "on_data_loss"),
     "$defs/cdc/properties/delete_values": list(_default(m.CdcSpec, "delete_values")),
     "$defs/cdc/properties/ignore_null_updates": _default(m.CdcSpec, "ignore_null_updates"),
     "$defs/cdc/properties/tombstone_hours": _default(m.CdcSpec, "tombstone_hours"),
@@ -93,6 +96,8 @@ VOCABULARIES = {
     "$defs/expansion/properties/policy": m.ExpansionPolicy,
     "$defs/kubernetes/properties/restart_policy": m.RestartPolicy,
     "$defs/key_generator/properties/complex_encoding": m.ComplexEncoding,
+    "$defs/kafka/properties/value_format": m.ValueFormat,
+    "$defs/kafka/properties/on_data_loss": m.OnDataLoss,
 }
 
 

@@ -69,7 +69,7 @@ def test_a_valid_spec_passes(tmp_path):
             "    format: parquet",
             "    format: parqet",
             'p.yaml:4:13: sources[0].format: "parqet" is not one of: parquet, csv, json, orc, '
-            "delta, jdbc (did you mean 'parquet'?)",
+            "delta, jdbc, kafka (did you mean 'parquet'?)",
         ),
         (
             "    hash_fields: [trip_id]",

@@ -1,0 +1,132 @@
+"""A Kafka source as real `runner` processes: exactly once across a SIGKILL at each fault
+point, `--continuous` rounds while records arrive, and a broker that cannot be reached."""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+from deltalake import DeltaTable
+
+from tests.e2e.test_continuous import _lines, _wait_for
+from tests.e2e.test_kill import _kill_at, _runner
+
+RUNNER = [sys.executable, "-m", "runner"]
+
+
+def _setup(tmp_path: Path, bootstrap: str, topic: str) -> str:
+    """An insert target: a record committed twice would be two rows."""
+    spec = {
+        "name": "events",
+        "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "4"}},
+        "sources": [
+            {
+                "name": "events",
+                "format": "kafka",
+                "schema": "id bigint, payload string",
+                "incremental": {"since": "last"},
+                "kafka": {"bootstrap_servers": bootstrap, "topics": [topic]},
+            }
+        ],
+        "target": {
+            "path": "table",
+            "operation": "insert",
+            "record_key": "id",
+            "index": {"buckets": 2},
+        },
+    }
+    (tmp_path / "events.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return "events.yaml"
+
+
+def _produce(kafka_broker, topic: str, ids: range) -> None:
+    values = [json.dumps({"id": i, "payload": f"p{i}"}) for i in ids]
+    kafka_broker.produce(topic, values, partitions=[i % 3 for i in ids])
+
+
+def _ids(tmp_path: Path) -> list[int]:
+    frame = DeltaTable(str(tmp_path / "table")).to_pyarrow_table(columns=["id"]).to_pandas()
+    return sorted(int(i) for i in frame["id"])
+
+
+def _checkpoint(tmp_path: Path) -> dict:
+    return DeltaTable(str(tmp_path / "table")).history(1)[0]["runner"]["checkpoint"]["events"]
+
+
+def _ends(kafka_broker, topic: str) -> dict:
+    return {topic: {str(p): o for p, o in kafka_broker.end_offsets(topic).items()}}
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_sigkill_at_every_point_then_a_rerun_commits_each_record_once(tmp_path, kafka_broker):
+    topic = kafka_broker.unique_topic("kill")
+    kafka_broker.create_topic(topic, partitions=3)
+    spec = _setup(tmp_path, kafka_broker.bootstrap, topic)
+    produced = 0
+    for point in ("keyed", "after_bucket_file", "before_commit"):
+        _produce(kafka_broker, topic, range(produced, produced + 10))
+        produced += 10
+        _kill_at(tmp_path, point, spec)
+        assert not (tmp_path / "table" / "_delta_log").exists() or not _ids(tmp_path), point
+
+    _kill_at(tmp_path, "after_commit", spec)  # the commit is whole: data and offsets
+    assert _ids(tmp_path) == list(range(produced))
+    assert _checkpoint(tmp_path) == _ends(kafka_broker, topic)
+
+    _produce(kafka_broker, topic, range(produced, produced + 5))
+    rerun = _runner(tmp_path, spec)
+    assert rerun.returncode == 0, rerun.stderr
+    assert _ids(tmp_path) == list(range(produced + 5))  # each record once
+    assert _checkpoint(tmp_path) == _ends(kafka_broker, topic)
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_continuous_rounds_read_records_as_they_arrive(tmp_path, kafka_broker):
+    topic = kafka_broker.unique_topic("continuous")
+    kafka_broker.create_topic(topic, partitions=3)
+    spec = _setup(tmp_path, kafka_broker.bootstrap, topic)
+    _produce(kafka_broker, topic, range(0, 10))
+    args = ["run", spec, "--continuous", "--min-interval", "1s", "--summary-json", "r.json"]
+    proc = subprocess.Popen(
+        [*RUNNER, "--log-format", "json", *args],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=_lines, args=(proc.stderr, lines), daemon=True).start()
+    seen: list[str] = []
+    try:
+        _wait_for(lines, "commit_done", seen)
+        _wait_for(lines, "nothing_new", seen)  # an idle round: no commit
+        for start in (10, 20):
+            _produce(kafka_broker, topic, range(start, start + 10))
+            _wait_for(lines, "commit_done", seen)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=180)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, "".join(seen[-20:])
+    assert "3 commit(s)" in out
+    assert _ids(tmp_path) == list(range(30))
+    assert _checkpoint(tmp_path) == _ends(kafka_broker, topic)
+
+
+@pytest.mark.e2e
+def test_a_broker_that_cannot_be_reached_is_one_line(tmp_path):
+    spec = _setup(tmp_path, "127.0.0.1:9", "events")
+    result = _runner(tmp_path, spec)
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if "Kafka" in line]
+    assert errors and "no answer from the Kafka brokers at 127.0.0.1:9 within 10 s" in errors[-1]
+    assert "at org.apache" not in result.stderr and "Traceback" not in result.stderr
