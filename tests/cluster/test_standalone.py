@@ -211,3 +211,30 @@ def test_s3_sources_and_bucket_expansion_through_the_cluster(cluster, s3, tmp_pa
         assert [b["bucket"] for b in partition["bucket_detail"] if b["rows"]] == [0, 1, 2, 3]
     used = cluster.executor_dirs()
     assert all(used.values()), f"an application ran on one worker only: {used}"
+
+
+def test_a_kafka_source_read_by_the_cluster_s_executors(cluster, s3, tmp_path, kafka_broker):
+    """Spark's Kafka connector reaches the executors with spark.jars; each of the topic's
+    partitions is a task, and the offsets read are the ones the commit records."""
+    topic = kafka_broker.unique_topic("cluster")
+    kafka_broker.create_topic(topic, partitions=4)
+    rows = _batch(range(0, 80), ts=3)
+    values = [json.dumps(r) for r in rows[DATA_COLUMNS].to_dict("records")]
+    kafka_broker.produce(topic, values, partitions=[i % 4 for i in range(80)])
+    kafka = {"bootstrap_servers": kafka_broker.bootstrap, "topics": [topic]}
+    source = {
+        "name": "events",
+        "format": "kafka",
+        "schema": "id bigint, city string, ts bigint, amount double",
+        "incremental": {"since": "last"},
+        "kafka": kafka,
+    }
+    uri = f"s3://{BUCKET}/warehouse/kafka"
+    spec = _spec(tmp_path, "kafka", cluster, sources=[source], path=uri, operation="upsert")
+    _run([*RUNNER, "run", str(spec), "--summary-json", "summary.json"], tmp_path, cluster, s3)
+    summary = _summary(tmp_path)
+    assert summary["inserted"] == 80
+    ends = {str(p): o for p, o in kafka_broker.end_offsets(topic).items()}
+    assert summary["sources"]["events"]["until"] == {topic: ends}
+    table = _read(uri, tmp_path, cluster, s3)
+    assert sorted(table["id"]) == list(range(80))
