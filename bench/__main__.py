@@ -114,10 +114,12 @@ def main() -> None:
     parser.add_argument("--buckets", type=int, default=16)
     parser.add_argument(
         "--only",
-        choices=["write", "expand", "mor", "scd2", "change-feed"],
+        choices=["write", "expand", "mor", "scd2", "change-feed", "kafka"],
         help="run one group of scenarios (default: all; mor: merge-on-read tables; scd2: a "
         "change feed's history, 1%% of the keys changed; change-feed: target.change_data_feed "
-        "and skip_unchanged, a 1%% upsert and its replay, whole runner processes)",
+        "and skip_unchanged, a 1%% upsert and its replay, whole runner processes; kafka: a "
+        "topic of --rows JSON records into an upsert table beside Spark's plain write and "
+        "delta-rs, whole processes, against a local broker)",
     )
     parser.add_argument(
         "--mor-keys",
@@ -166,6 +168,7 @@ def main() -> None:
 
     from bench.change_feed import render_change_feed, run_change_feed_benchmarks
     from bench.expand import run_expand_benchmarks
+    from bench.kafka import run_kafka_benchmarks
     from bench.merge_on_read import run_mor_benchmarks
     from bench.scd2 import run_scd2_benchmarks
     from bench.write import run_write_benchmarks
@@ -227,6 +230,10 @@ def main() -> None:
                 skip=args.skip_peer,
             )
         spark.stop()  # the whole-process runs below start their own JVM
+        if args.only in (None, "kafka"):
+            results += run_kafka_benchmarks(
+                Path(tmp) / "kafka", args.rows, args.repeats, args.buckets, warmup
+            )
         results.append(
             {
                 "scenario": "runner upsert, 6 rows into 400 (quickstart, whole process)",

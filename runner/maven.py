@@ -50,33 +50,38 @@ def complete(directory: Path, coordinates: Sequence[str]) -> list[str] | None:
 
 def copy_artifacts(coordinates: Sequence[str], into: Path) -> None:
     """`mvn dependency:copy` of each coordinate into `into`; EnvironmentProblem if not."""
+    for coordinate in coordinates:
+        goal = [f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact={coordinate}:jar"]
+        # no pom.xml in `into`: Maven runs without a project
+        run_maven([*goal, f"-DoutputDirectory={into}"], into, f"`mvn dependency:copy {coordinate}`")
+
+
+def run_maven(args: Sequence[str], cwd: Path, what: str) -> None:
+    """`mvn ARGS` (quiet, batch, checksums checked) in `cwd`; EnvironmentProblem naming
+    `what` and Maven's first error when it fails."""
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise EnvironmentProblem(f"fetching {', '.join(coordinates)} needs `mvn`: {MAVEN_HELP}")
-    for coordinate in coordinates:
-        cmd = [mvn, "-q", "-B", "-C", "-Dstyle.color=never"]
-        cmd += [f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact={coordinate}:jar"]
-        cmd += [f"-DoutputDirectory={into}"]
-        what = f"`mvn dependency:copy {coordinate}`"
-        try:
-            res = subprocess.run(
-                cmd,
-                cwd=into,  # no pom.xml there: Maven runs without a project
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=FETCH_TIMEOUT_S,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise EnvironmentProblem(f"{what} failed: {exc}") from exc
-        if res.returncode != 0:
-            out = re.sub(r"\x1b\[[0-9;]*m", "", res.stdout + res.stderr)  # colour codes
-            errors = [ln for ln in out.splitlines() if ln.startswith("[ERROR]") and ln[8:]]
-            detail = errors[0] if errors else out.strip()[-500:]
-            raise EnvironmentProblem(
-                f"{what} exited {res.returncode}: {detail} (Maven Central must be reachable, "
-                "directly or through a mirror in ~/.m2/settings.xml)"
-            )
+        raise EnvironmentProblem(f"{what} needs `mvn`: {MAVEN_HELP}")
+    cmd = [mvn, "-q", "-B", "-C", "-Dstyle.color=never", *args]
+    try:
+        res = subprocess.run(
+            cmd,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=FETCH_TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentProblem(f"{what} failed: {exc}") from exc
+    if res.returncode != 0:
+        out = re.sub(r"\x1b\[[0-9;]*m", "", res.stdout + res.stderr)  # colour codes
+        errors = [ln for ln in out.splitlines() if ln.startswith("[ERROR]") and ln[8:]]
+        detail = errors[0] if errors else out.strip()[-500:]
+        raise EnvironmentProblem(
+            f"{what} exited {res.returncode}: {detail} (Maven Central must be reachable, "
+            "directly or through a mirror in ~/.m2/settings.xml)"
+        )
 
 
 def ensure_jars(

@@ -43,6 +43,13 @@ class Batch:
     input_columns: tuple[str, ...]  # the batch's own columns, as the quarantine records them
     schema: SchemaPlan  # the data files' schema, and the columns this run adds to the table
     transformed: DataFrame  # the batch as the transform left it, with history columns
+    cached_sources: tuple[DataFrame, ...] = ()  # sources read once (Kafka), kept in memory
+
+    def release(self) -> None:
+        """Free what the run cached of this batch."""
+        self.judged.unpersist()
+        for frame in self.cached_sources:
+            frame.unpersist()
 
 
 def plan_batch(
@@ -67,7 +74,7 @@ def plan_batch(
             add_malformed(add_verdicts(keyed, spec), read.malformed),
             live_source=next((s.format for s in spec.sources if s.format in LIVE_FORMATS), None),
         )
-    return Batch(judged, input_columns, schema, batch)
+    return Batch(judged, input_columns, schema, batch, tuple(read.cached))
 
 
 def table_layout(snapshot: TableSnapshot | None, target: Target) -> BucketLayout:
@@ -78,8 +85,9 @@ def table_layout(snapshot: TableSnapshot | None, target: Target) -> BucketLayout
     return BucketLayout.from_configuration(snapshot.configuration)
 
 
-# Sources whose data can change between two reads of the same plan.
-LIVE_FORMATS = {"jdbc": "a JDBC source", "kafka": "a Kafka source"}
+# Sources whose data can change between two reads of the same plan (a Kafka source is
+# cached when read: runner/sources/plan.py read_input).
+LIVE_FORMATS = {"jdbc": "a JDBC source"}
 
 
 def _pinned(keyed: DataFrame, live_source: str | None = None) -> DataFrame:
@@ -90,8 +98,7 @@ def _pinned(keyed: DataFrame, live_source: str | None = None) -> DataFrame:
     3 s per million rows here). A non-deterministic plan (rand(), now(), ...) is cached.
     """
     if live_source:
-        # a live table changes between the passes (and a re-merge), retention can remove a
-        # topic's records: read it once
+        # a live table changes between the passes (and a re-merge): read it once
         log.info("batch_cached", reason=LIVE_FORMATS[live_source])
         return keyed.persist()
     if keyed._jdf.queryExecution().analyzed().deterministic():

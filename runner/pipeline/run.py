@@ -196,7 +196,7 @@ def _ingest(
             stages = _bulk_insert if single_pass(ctx.target) else _merge
             figures, committed = stages(ctx, _ToWrite(inputs, batch, snapshot, skipped))
         finally:
-            batch.judged.unpersist()
+            batch.release()
     return Outcome(inputs, inputs.spark, files_skipped, figures, committed)
 
 

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from runner.errors import UserError
 from runner.sources.kafka_offsets import (
     BrokerOffsets,
-    KafkaRead,
     TopicPartition,
     assignment,
     offsets_json,
@@ -196,7 +195,3 @@ def empty_records(spark: SparkSession) -> DataFrame:
 
 def _renamed(frame: DataFrame) -> DataFrame:
     return frame.withColumnsRenamed(KAFKA_COLUMNS).drop("timestampType")
-
-
-def nothing_read(read: KafkaRead | None) -> bool:
-    return read is None or not read.to_read

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 KAFKA_NAMES = tuple(KAFKA_COLUMNS.values())
 _VALUE = "__runner_kafka_value"
-WIRE_FORMAT_MAGIC = 0  # the first byte of a Confluent-framed value; the schema id follows
 
 
 def decode_values(records: DataFrame, source: Source) -> DataFrame:
@@ -44,7 +43,7 @@ def decode_values(records: DataFrame, source: Source) -> DataFrame:
     if kafka.value_format == "json":
         return _json(records, source)
     if kafka.avro_schema:
-        return _avro(records, _schema_text(kafka.avro_schema, source), source)
+        return _avro(records, _schema_text(kafka.avro_schema, source))
     return _registry_avro(records, source)
 
 
@@ -77,18 +76,19 @@ def _json(records: DataFrame, source: Source) -> DataFrame:
     return _with_malformed(frame, columns, bad, F.col("value").isNull())
 
 
-def _avro(records: DataFrame, schema_json: str, source: Source) -> DataFrame:
+def _avro(records: DataFrame, schema_json: str) -> DataFrame:
     from pyspark.sql.avro.functions import from_avro
 
     decoded = from_avro(F.col("value"), schema_json, {"mode": "PERMISSIVE"})
-    return _expanded(records, decoded, source, F.col("value"))
+    return _expanded(records, decoded, F.col("value"))
 
 
 def _registry_avro(records: DataFrame, source: Source) -> DataFrame:
     """Values framed as Confluent's serializers write them: a zero byte, the writer schema's
     id (4 bytes, big-endian), then the Avro binary. Each id's schema is fetched once; every
     value is read into the newest schema among them (Avro's schema resolution), so values
-    written before a compatible schema change still decode."""
+    written before a compatible schema change still decode. Finding the batch's ids costs
+    one more read of its records (their first five bytes are what is kept)."""
     from pyspark.sql.avro.functions import from_avro
 
     kafka = source.kafka
@@ -110,10 +110,10 @@ def _registry_avro(records: DataFrame, source: Source) -> DataFrame:
     for i in ids_known[1:]:
         decoded = decoded.when(schema_id == i, from_avro(body, writers.by_id[i], options))
     # an unframed value, or one whose id the registry does not know, stays null: malformed
-    return _expanded(records, decoded, source, F.col("value"))
+    return _expanded(records, decoded, F.col("value"))
 
 
-def _expanded(records: DataFrame, decoded: Column, source: Source, raw: Column) -> DataFrame:
+def _expanded(records: DataFrame, decoded: Column, raw: Column) -> DataFrame:
     """The decoded struct's fields as columns, and a value that did not decode as base64.
 
     from_avro's PERMISSIVE mode gives a value it cannot decode a row of nulls, which a

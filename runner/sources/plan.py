@@ -131,28 +131,35 @@ def plan_live_reads(spark: SparkSession, plans: list[SourcePlan]) -> list[Source
 class Input:
     batch: DataFrame  # the transform over the sources' views, or the single source
     malformed: list[MalformedRows]  # per csv/json source: the records that did not parse
+    cached: list[DataFrame]  # sources read once and cached: unpersist when done
 
 
 def read_input(spark: SparkSession, spec: PipelineSpec, plans: list[SourcePlan]) -> Input:
     """The batch to write, and the text records left out of it because they do not parse."""
     frames: dict[str, DataFrame] = {}
     malformed = []
+    cached = []
     for plan in plans:
         frame = read_source(spark, plan)
+        if plan.source.format == "kafka":
+            # decoded once: the rows that parsed and those that did not are two scans of
+            # it, and the write's passes more; retention cannot change it meanwhile
+            frame = frame.persist()
+            cached.append(frame)
         if CORRUPT in frame.columns:
             frame, rows = split_malformed(frame, plan.source)
             malformed.append(rows)
         frames[plan.source.name] = frame
         frame.createOrReplaceTempView(plan.source.name)
     if not spec.transform_sql:
-        return Input(next(iter(frames.values())), malformed)
+        return Input(next(iter(frames.values())), malformed, cached)
     refuse_statements(spark, spec.transform_sql, spec.file)
     try:
         batch = spark.sql(spec.transform_sql)
     except (AnalysisException, ParseException) as exc:
         raise UserError(f"transform.sql in {spec.file}: {_first_line(exc)}") from exc
     _refuse_repeated_columns(batch.columns, spec.file)
-    return Input(batch, malformed)
+    return Input(batch, malformed, cached)
 
 
 def _refuse_repeated_columns(columns: list[str], spec_file: str) -> None:

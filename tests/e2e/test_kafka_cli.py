@@ -21,7 +21,7 @@ from tests.e2e.test_kill import _kill_at, _runner
 RUNNER = [sys.executable, "-m", "runner"]
 
 
-def _setup(tmp_path: Path, bootstrap: str, topic: str) -> str:
+def _setup(tmp_path: Path, bootstrap: str, topic: str, **options: str) -> str:
     """An insert target: a record committed twice would be two rows."""
     spec = {
         "name": "events",
@@ -32,7 +32,7 @@ def _setup(tmp_path: Path, bootstrap: str, topic: str) -> str:
                 "format": "kafka",
                 "schema": "id bigint, payload string",
                 "incremental": {"since": "last"},
-                "kafka": {"bootstrap_servers": bootstrap, "topics": [topic]},
+                "kafka": {"bootstrap_servers": bootstrap, "topics": [topic], "options": options},
             }
         ],
         "target": {
@@ -123,9 +123,17 @@ def test_continuous_rounds_read_records_as_they_arrive(tmp_path, kafka_broker):
 
 
 @pytest.mark.e2e
-def test_a_broker_that_cannot_be_reached_is_one_line(tmp_path):
-    spec = _setup(tmp_path, "127.0.0.1:9", "events")
-    result = _runner(tmp_path, spec)
+def test_a_broker_that_cannot_be_reached_is_one_line_and_no_secret_shows(tmp_path, monkeypatch):
+    secret = "s3cr3t-Kafka-password"
+    login = "org.apache.kafka.common.security.plain.PlainLoginModule required"
+    jaas = f'{login} username="u" password="{secret}";'
+    monkeypatch.setenv("KAFKA_JAAS", jaas)
+    options = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}
+    spec = _setup(
+        tmp_path, "127.0.0.1:9", "events", **options, **{"sasl.jaas.config": "${env:KAFKA_JAAS}"}
+    )
+    result = _runner(tmp_path, "--log-format", "json", "run", spec)
+    assert secret not in result.stdout + result.stderr
     assert result.returncode == 2
     errors = [line for line in result.stderr.splitlines() if "Kafka" in line]
     assert errors and "no answer from the Kafka brokers at 127.0.0.1:9 within 10 s" in errors[-1]

@@ -4,6 +4,7 @@ commit, rate limits, new partitions, retention, and records that do not decode."
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 from pathlib import Path
@@ -222,15 +223,20 @@ def _avro_bytes(record: dict[str, Any]) -> bytes:
 def test_avro_values_with_a_schema_file(spark, tmp_path, kafka_broker, topic):
     (tmp_path / "order.avsc").write_text(json.dumps(AVRO_ORDER))
     records = [{"order_id": i, "amount": i * 1.5, "city": "ams", "ts": 1} for i in range(5)]
-    kafka_broker.produce(topic, [_avro_bytes(r) for r in records] + [b"\x01garbage"])
+    values = [_avro_bytes(r) for r in records] + [b"\x01garbage"]
+    kafka_broker.produce(topic, values, partitions=[0] * 6)
     spec = _spec(
         tmp_path,
         _kafka(kafka_broker, topic, value_format="avro", avro_schema="order.avsc"),
-        source={"on_bad_record": "drop"},
+        source={"on_bad_record": "quarantine"},
+        target={"quarantine": {"path": "quarantine", "max_fraction": 0.5}},
     )
     summary = run_pipeline(spec, spark=spark)
-    assert summary.rows_dropped == 1
+    assert summary.rows_quarantined == 1
     assert _content(tmp_path / "table") == {i: (i * 1.5, 1) for i in range(5)}
+    bad = read_table(tmp_path / "quarantine").iloc[0]
+    assert bad._reason.endswith(f"(topic {topic}, partition 0, offset 5)")
+    assert base64.b64decode(bad._record) == b"\x01garbage"  # the value as read
 
 
 def test_avro_in_confluent_wire_format_reads_old_values_into_the_new_schema(
