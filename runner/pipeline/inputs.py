@@ -1,7 +1,8 @@
 """The sources stage: what each source reads this run, and the Spark session to read it.
 
 Nothing new (every incremental source is caught up) ends the run here, before a JVM starts
-when the listing tells; a JDBC source knows only once Spark has asked its database.
+when the listing tells; a JDBC source knows only once Spark has asked its database, a
+Kafka source once the driver has asked the brokers (through the client Spark loads).
 """
 
 from __future__ import annotations

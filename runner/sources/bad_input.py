@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from runner.errors import UnreadableFileError
+from runner.errors import UnreadableFileError, UserError
 from runner.spec.model import Source
 from runner.storage.location import local_path
 
@@ -35,6 +35,9 @@ LINE_SEARCH_LIMIT = 256 * 1024 * 1024  # bytes of a file read to find a bad reco
 
 _FAILED_READ = re.compile(
     r"(?:Encountered error while reading file|Could not read footer for file:?)\s+(\S+)"
+)
+_KAFKA_GONE = re.compile(
+    r"Could not read records in offset (\[\d+, \d+\)) for topic partition (\S+)"
 )
 _CAUSE = re.compile(r"^Caused by: [\w.$]+(?:Exception|Error): (.+)$", re.MULTILINE)
 _MAX_REASON = 300
@@ -136,8 +139,24 @@ def reading(sources: Sequence[Source]) -> Iterator[None]:
     except Exception as exc:
         bad = unreadable_file(exc, sources)
         if bad is None:
-            raise
+            gone = _kafka_records_gone(exc)
+            if gone is None:
+                raise
+            raise gone from exc
         raise bad from exc
+
+
+def _kafka_records_gone(exc: BaseException) -> UserError | None:
+    """Records of a Kafka source that retention removed after the run planned its offsets
+    (on_data_loss is decided then): nothing is written, the next run plans anew."""
+    found = _KAFKA_GONE.search(_messages(exc))
+    if not found:
+        return None
+    return UserError(
+        f"Kafka records at offsets {found[1]} of topic-partition {found[2]} were removed "
+        "(retention) while this run read them; nothing was written and no offset moved. "
+        "Run again: the next run starts from its checkpoint and on_data_loss applies"
+    )
 
 
 def _messages(exc: BaseException) -> str:

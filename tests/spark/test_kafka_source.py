@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -123,9 +124,11 @@ def test_kafka_timestamp_as_the_precombine_field_and_kafka_columns_in_the_view(
 ):
     value = json.dumps({"order_id": 7, "amount": 1.0, "city": "ams", "ts": 0})
     later = json.dumps({"order_id": 7, "amount": 2.0, "city": "ams", "ts": 0})
-    # the later timestamp is produced first, on partition 0; the earlier after, on 1
-    kafka_broker.produce(topic, [later], partitions=[0], timestamps=[2_000_000], keys=[b"k7"])
-    kafka_broker.produce(topic, [value], partitions=[1], timestamps=[1_000_000], keys=[b"k7"])
+    # the later timestamp is produced first, on partition 0; the earlier after, on 1 (both
+    # recent: the broker's retention removes records by their timestamp)
+    now = int(time.time() * 1000)
+    kafka_broker.produce(topic, [later], partitions=[0], timestamps=[now - 1000], keys=[b"k7"])
+    kafka_broker.produce(topic, [value], partitions=[1], timestamps=[now - 2000], keys=[b"k7"])
     spec = _spec(
         tmp_path,
         _kafka(kafka_broker, topic),

@@ -116,3 +116,18 @@ def test_a_checkpoint_given_on_the_command_line_is_json():
     }
     with pytest.raises(UserError, match="not a set of Kafka offsets"):
         parse_checkpoint("17", WHERE)
+
+
+def test_records_removed_while_a_run_reads_them_are_a_user_error_not_a_trace():
+    from runner.sources.bad_input import reading
+
+    spark_error = RuntimeError(
+        "An error occurred while calling o948.collectToPython.\n: org.apache.spark.sql."
+        "kafka010.KafkaIllegalStateException: Some data may have been lost because they are "
+        "not available in Kafka any more;\nReason: Could not read records in offset [0, 1) "
+        "for topic partition orders-1\nwith consumer group spark-kafka-relation-x-executor."
+    )
+    with pytest.raises(UserError) as error, reading([]):
+        raise spark_error
+    assert "offsets [0, 1) of topic-partition orders-1 were removed" in str(error.value)
+    assert "no offset moved" in str(error.value)
