@@ -52,7 +52,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-from bench.merge_on_read import delta_spark_problem, scan_checksum
+from bench.merge_on_read import delta_spark_problem, delta_spark_upsert, scan_checksum
 from bench.write import (
     Checksum,
     checksum,
@@ -372,16 +372,7 @@ def _delta_spark(setup: Setup, table_type: str, cdf: bool) -> dict:
     def merge() -> Run:
         before, version = _stored_files(table), _version(table)
         start = time.perf_counter()
-        (
-            spark._jvm.io.delta.tables.DeltaTable.forPath(spark._jsparkSession, str(table))
-            .alias("t")
-            .merge(source._jdf.alias("s"), "t.id = s.id AND t.city = s.city")
-            .whenMatched()
-            .updateAll()
-            .whenNotMatched()
-            .insertAll()
-            .execute()
-        )
+        delta_spark_upsert(spark, table, source)
         return _run(table, before, version, time.perf_counter() - start)
 
     runs = _measure(setup, lambda: fresh_copy(base, table), merge)

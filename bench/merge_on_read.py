@@ -39,6 +39,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
+from pyspark.sql import DataFrame, SparkSession
 
 from bench.write import (
     Checksum,
@@ -63,6 +64,21 @@ DELTA_SPARK_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_SPARK = "delta-spark MERGE, deletion vectors (wall)"
 DELTA_RS = "delta-rs merge (wall)"
 COW = "runner COPY_ON_WRITE (job)"
+
+
+def delta_spark_upsert(spark: SparkSession, table: Path, source: DataFrame) -> None:
+    """delta-spark's MERGE (its Scala API, MergeIntoCommand as SQL's MERGE INTO) of `source`
+    into the table at `table` by (id, city): matched rows updated, the others inserted."""
+    (
+        spark._jvm.io.delta.tables.DeltaTable.forPath(spark._jsparkSession, str(table))
+        .alias("t")
+        .merge(source._jdf.alias("s"), "t.id = s.id AND t.city = s.city")
+        .whenMatched()
+        .updateAll()
+        .whenNotMatched()
+        .insertAll()
+        .execute()
+    )
 
 
 def delta_spark_problem(spark) -> str | None:
@@ -265,17 +281,7 @@ def _one_upsert(setup: Setup, expected: Checksum) -> dict:
 
         def delta_spark_merge() -> int:
             before = _data_files(table)
-            delta_table = spark._jvm.io.delta.tables.DeltaTable
-            (
-                delta_table.forPath(spark._jsparkSession, str(table))
-                .alias("t")
-                .merge(source._jdf.alias("s"), "t.id = s.id AND t.city = s.city")
-                .whenMatched()
-                .updateAll()
-                .whenNotMatched()
-                .insertAll()
-                .execute()
-            )
+            delta_spark_upsert(spark, table, source)
             # new parquet files and deletion-vector files (Hadoop's .crc files not counted)
             return sum(s for p, s in _data_files(table).items() if p not in before)
 

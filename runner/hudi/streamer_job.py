@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runner.errors import UserError
+
 
 @dataclass
 class Imported:
@@ -67,6 +69,16 @@ class Job:
     def streamer(self, suffix: str) -> tuple[str, str] | None:
         """hoodie.streamer.SUFFIX, else its old name hoodie.deltastreamer.SUFFIX."""
         return self.prop(f"hoodie.streamer.{suffix}", f"hoodie.deltastreamer.{suffix}")
+
+    def required_streamer(self, suffix: str, what: str, read_by: str) -> tuple[str, str]:
+        """streamer(suffix), or a UserError saying that `read_by` read it and how to set it."""
+        found = self.streamer(suffix)
+        if found is None:
+            raise UserError(
+                f"no {what}: {read_by} read hoodie.streamer.{suffix} "
+                f"(or hoodie.deltastreamer.{suffix}); set it with --set"
+            )
+        return found
 
     def setting(self, flag_names: Sequence[str], *names: str) -> tuple[str, str] | None:
         """The first of `flag_names` given, else the first property of `names`: on

@@ -80,12 +80,7 @@ def kafka_source(job: Job, source_class: str) -> dict[str, Any]:
     """sources[0]: the topic HoodieStreamer's Kafka source reads, read on from the offsets
     the last commit kept."""
     value_format = KAFKA_SOURCES[source_class]
-    topic = job.streamer("source.kafka.topic")
-    if topic is None:
-        raise UserError(
-            "no topic: the Kafka sources read hoodie.streamer.source.kafka.topic "
-            "(or hoodie.deltastreamer.source.kafka.topic); set it with --set"
-        )
+    topic = job.required_streamer("source.kafka.topic", "topic", "the Kafka sources")
     servers = job.prop("bootstrap.servers")
     if servers is None:
         raise UserError("no brokers: set bootstrap.servers (host:port,...) with --set")

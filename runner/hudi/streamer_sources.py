@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.errors import UserError
 from runner.hudi.avro_schema import avro_ddl, read_avro_schema
 from runner.hudi.streamer_job import Job
 
@@ -73,12 +72,7 @@ def schema_mapped(found: SchemaFile) -> str:
 def dfs_source(job: Job, source_class: str) -> dict[str, Any]:
     """sources[0]: a DFS source's files, read incrementally as the source does."""
     fmt = SOURCE_FORMATS[source_class]
-    root = job.streamer("source.dfs.root")
-    if root is None:
-        raise UserError(
-            "no source path: the DFS sources read hoodie.streamer.source.dfs.root "
-            "(or hoodie.deltastreamer.source.dfs.root); set it with --set"
-        )
+    root = job.required_streamer("source.dfs.root", "source path", "the DFS sources")
     source: dict[str, Any] = {
         "name": SOURCE_NAME,
         "format": fmt,

@@ -72,7 +72,7 @@ def plan_batch(
         keyed = add_key_columns(batch, target, layout)
         judged = _pinned(
             add_malformed(add_verdicts(keyed, spec), read.malformed),
-            live_source=next((s.format for s in spec.sources if s.format in LIVE_FORMATS), None),
+            reads_database=any(s.format == "jdbc" for s in spec.sources),
         )
     return Batch(judged, input_columns, schema, batch, tuple(read.cached))
 
@@ -85,21 +85,17 @@ def table_layout(snapshot: TableSnapshot | None, target: Target) -> BucketLayout
     return BucketLayout.from_configuration(snapshot.configuration)
 
 
-# Sources whose data can change between two reads of the same plan (a Kafka source is
-# cached when read: runner/sources/plan.py read_input).
-LIVE_FORMATS = {"jdbc": "a JDBC source"}
-
-
-def _pinned(keyed: DataFrame, live_source: str | None = None) -> DataFrame:
+def _pinned(keyed: DataFrame, reads_database: bool = False) -> DataFrame:
     """The batch is read twice (bucket counts, then the write); both passes must agree.
 
     A file source's listing is fixed when its DataFrame is created, so a deterministic plan
     gives the same rows twice, and caching it would cost more than reading it again (about
     3 s per million rows here). A non-deterministic plan (rand(), now(), ...) is cached.
     """
-    if live_source:
-        # a live table changes between the passes (and a re-merge): read it once
-        log.info("batch_cached", reason=LIVE_FORMATS[live_source])
+    if reads_database:
+        # a live table changes between the passes (and a re-merge): read it once (a Kafka
+        # source is cached as it is read: runner/sources/plan.py read_input)
+        log.info("batch_cached", reason="a JDBC source")
         return keyed.persist()
     if keyed._jdf.queryExecution().analyzed().deterministic():
         return keyed

@@ -99,16 +99,14 @@ def _registry_avro(records: DataFrame, source: Source) -> DataFrame:
     ids = sorted(r[0] for r in records.select(schema_id).distinct().collect() if r[0] is not None)
     registry = registry_for(kafka.schema_registry_url, source.name)
     writers = registry.schemas(ids, kafka.topics[0] if kafka.topics else None)
-    if not writers.by_id:
+    if not writers:
         raise UserError(registry.nothing_to_read_with(ids))
-    reader = writers.by_id[max(writers.by_id)]
+    reader = writers[max(writers)]
     options = {"mode": "PERMISSIVE", "avroSchema": reader}
-    ids_known = sorted(writers.by_id)
-    decoded = F.when(
-        schema_id == ids_known[0], from_avro(body, writers.by_id[ids_known[0]], options)
-    )
+    ids_known = sorted(writers)
+    decoded = F.when(schema_id == ids_known[0], from_avro(body, writers[ids_known[0]], options))
     for i in ids_known[1:]:
-        decoded = decoded.when(schema_id == i, from_avro(body, writers.by_id[i], options))
+        decoded = decoded.when(schema_id == i, from_avro(body, writers[i], options))
     # an unframed value, or one whose id the registry does not know, stays null: malformed
     return _expanded(records, decoded, F.col("value"))
 

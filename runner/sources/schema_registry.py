@@ -14,7 +14,7 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 from runner.errors import UserError
@@ -25,37 +25,29 @@ _FETCHED: dict[tuple[str, int], str] = {}  # (registry URL, id) -> the schema's 
 
 
 @dataclass(frozen=True)
-class WriterSchemas:
-    by_id: dict[int, str]  # the Avro schemas found, as JSON text
-    unknown: list[int] = field(default_factory=list)  # ids the registry does not know
-
-
-@dataclass(frozen=True)
 class Registry:
     base: str  # the URL without credentials, for requests and messages
     source: str
     authorization: str | None = None
 
-    def schemas(self, ids: Sequence[int], topic: str | None) -> WriterSchemas:
-        """The schemas of `ids`; with no ids (nothing framed was read), the latest of the
-        topic's value subject (`<topic>-value`), for the view's columns."""
+    def schemas(self, ids: Sequence[int], topic: str | None) -> dict[int, str]:
+        """The Avro schemas (JSON text) of the `ids` the registry knows; with no ids (nothing
+        framed was read), the latest of the topic's value subject (`<topic>-value`), for the
+        view's columns."""
         found: dict[int, str] = {}
-        unknown = []
         for schema_id in ids:
             text = _FETCHED.get((self.base, schema_id))
             if text is None:
                 text = self._get(f"/schemas/ids/{schema_id}")
                 if text is not None:
                     _FETCHED[(self.base, schema_id)] = text
-            if text is None:
-                unknown.append(schema_id)
-            else:
+            if text is not None:
                 found[schema_id] = text
         if not ids and topic:
             latest = self._get(f"/subjects/{topic}-value/versions/latest")
             if latest is not None:
                 found[0] = latest
-        return WriterSchemas(found, unknown)
+        return found
 
     def nothing_to_read_with(self, ids: Sequence[int]) -> str:
         if ids:

@@ -113,21 +113,28 @@ def _wait_for(lines: queue.Queue, event: str, seen: list[str], timeout: float = 
     pytest.fail(f"no {event} within {timeout}s; last log lines:\n{''.join(seen[-20:])}")
 
 
-@pytest.mark.e2e
-@pytest.mark.slow
-def test_continuous_rounds_then_sigterm_finishes_the_round_in_flight(tmp_path):
-    spec = _setup(tmp_path)
-    frames = [_drop(tmp_path, 0)]
-    args = ["run", str(spec), "--continuous", "--min-interval", "1s", "--summary-json", "r.json"]
+def start_continuous(work: Path, spec: str) -> tuple[subprocess.Popen, queue.Queue]:
+    """`runner run SPEC --continuous` (rounds 1 s apart, JSON logs, summaries in r.json), and
+    a queue its log lines arrive on."""
+    args = ["run", spec, "--continuous", "--min-interval", "1s", "--summary-json", "r.json"]
     proc = subprocess.Popen(
         [*RUNNER, "--log-format", "json", *args],
-        cwd=tmp_path,
+        cwd=work,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_lines, args=(proc.stderr, lines), daemon=True).start()
+    return proc, lines
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_continuous_rounds_then_sigterm_finishes_the_round_in_flight(tmp_path):
+    spec = _setup(tmp_path)
+    frames = [_drop(tmp_path, 0)]
+    proc, lines = start_continuous(tmp_path, str(spec))
     seen: list[str] = []
     try:
         _wait_for(lines, "commit_done", seen)

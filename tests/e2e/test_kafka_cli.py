@@ -4,21 +4,15 @@ point, `--continuous` rounds while records arrive, and a broker that cannot be r
 from __future__ import annotations
 
 import json
-import queue
 import signal
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import pytest
 import yaml
 from deltalake import DeltaTable
 
-from tests.e2e.test_continuous import _lines, _wait_for
+from tests.e2e.test_continuous import _wait_for, start_continuous
 from tests.e2e.test_kill import _kill_at, _runner
-
-RUNNER = [sys.executable, "-m", "runner"]
 
 
 def _setup(tmp_path: Path, bootstrap: str, topic: str, **options: str) -> str:
@@ -95,16 +89,7 @@ def test_continuous_rounds_read_records_as_they_arrive(tmp_path, kafka_broker):
     kafka_broker.create_topic(topic, partitions=3)
     spec = _setup(tmp_path, kafka_broker.bootstrap, topic)
     _produce(kafka_broker, topic, range(0, 10))
-    args = ["run", spec, "--continuous", "--min-interval", "1s", "--summary-json", "r.json"]
-    proc = subprocess.Popen(
-        [*RUNNER, "--log-format", "json", *args],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines: queue.Queue = queue.Queue()
-    threading.Thread(target=_lines, args=(proc.stderr, lines), daemon=True).start()
+    proc, lines = start_continuous(tmp_path, spec)
     seen: list[str] = []
     try:
         _wait_for(lines, "commit_done", seen)

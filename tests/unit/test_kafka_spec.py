@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import textwrap
-from pathlib import Path
-
 import pytest
-from click.testing import CliRunner
 
-from runner.cli import cli
 from runner.spec.loader import load_spec
+from tests.unit.test_validate import _validate
 
 KAFKA = """\
 name: orders
@@ -34,16 +30,7 @@ target:
 """
 
 
-def _validate(tmp_path: Path, text: str) -> tuple[int, list[str]]:
-    spec = tmp_path / "p.yaml"
-    spec.write_text(textwrap.dedent(text))
-    result = CliRunner().invoke(cli, ["validate", str(spec)])
-    lines = [line.replace(str(spec), "p.yaml") for line in result.stdout.splitlines()]
-    return result.exit_code, lines
-
-
-def test_a_kafka_spec_loads_with_its_settings(tmp_path, monkeypatch):
-    (tmp_path / "p.yaml").write_text(KAFKA)
+def test_a_kafka_spec_loads_with_its_settings(tmp_path):
     assert _validate(tmp_path, KAFKA) == (0, ["p.yaml: ok"])
     source = load_spec(tmp_path / "p.yaml").sources[0]
     assert source.path == ""

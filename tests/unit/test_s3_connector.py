@@ -95,3 +95,30 @@ def test_fetch_into_copies_the_cached_jars_for_an_image_build(tmp_path, monkeypa
     ]
     for path in copied:
         assert Path(path).read_bytes() == (cached / Path(path).name).read_bytes()
+
+
+def test_fetch_jars_check_names_each_connector_and_how_to_fetch_it(tmp_path, monkeypatch):
+    """`runner fetch-jars --check --connector ...`: what is cached is listed, what is not is
+    named with the command that fetches it (no JVM, nothing fetched)."""
+    from click.testing import CliRunner
+
+    from runner import spark_connectors
+    from runner.cli import cli
+
+    monkeypatch.setenv("RUNNER_JAR_CACHE", str(tmp_path))
+    avro = spark_connectors.avro()
+    avro.cache_dir.mkdir(parents=True)
+    for coordinate in avro.coordinates:
+        with zipfile.ZipFile(
+            avro.cache_dir / f"{coordinate.split(':')[1]}-{coordinate.split(':')[2]}.jar", "w"
+        ) as z:
+            z.writestr("x.class", b"x")
+    result = CliRunner().invoke(
+        cli, ["fetch-jars", "--check", "--connector", "kafka", "--connector", "avro"]
+    )
+    assert result.exit_code != 0
+    assert "Spark's Avro connector (spark-avro_2.13:4.0.1): " + str(avro.cache_dir) in result.stdout
+    problem = str(result.exception)  # the CLI prints it as its one error line
+    assert problem.startswith("Spark's Kafka connector")
+    assert problem.endswith("not fetched yet; run `runner fetch-jars --connector kafka`")
+    assert not (tmp_path / spark_connectors.kafka().cache_dir.name).exists()
