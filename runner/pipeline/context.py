@@ -33,6 +33,12 @@ class RunOptions:
     batch_id: str | None = None
     checkpoint: tuple[str, ...] = ()
     ignore_checkpoint: bool = False
+    dry_run: bool = False  # read, key, judge and merge; write nothing under the table
+    # given by a caller that records the run (runner/observe): its id and instant, and the
+    # clock it reads the stages from when the run fails
+    run_id: str | None = None
+    instant: str | None = None
+    stages: Stages | None = None
 
 
 @dataclass(frozen=True)
@@ -46,7 +52,14 @@ class RunContext:
 
     @classmethod
     def start(cls, spec: PipelineSpec, options: RunOptions) -> RunContext:
-        return cls(spec, options, logs.start_run(), new_instant(), locate(spec.target.path))
+        return cls(
+            spec,
+            options,
+            options.run_id or logs.start_run(),
+            options.instant or new_instant(),
+            locate(spec.target.path),
+            options.stages or Stages(),
+        )
 
     @property
     def target(self) -> Target:

@@ -21,12 +21,15 @@ from runner.spec.model import (
     DriverMergeSpec,
     ExpansionSpec,
     Expectation,
+    HistorySpec,
     Incremental,
     IndexSpec,
     JdbcSpec,
     KafkaSpec,
     KubernetesSpec,
+    LineageSpec,
     MergerSpec,
+    MetricsSpec,
     PipelineSpec,
     QuarantineSpec,
     ScdSpec,
@@ -56,6 +59,24 @@ def build(data: dict[str, Any], file: Path) -> PipelineSpec:
         expectations=tuple(Expectation(**e) for e in data.get("expectations", [])),
         target=_target(data["target"], base),
         kubernetes=_kubernetes(data.get("kubernetes", {})),
+        history=_history(data.get("history", {}), base),
+        metrics=_metrics(data.get("metrics", {}), base),
+        lineage=LineageSpec(**data.get("lineage", {})),
+    )
+
+
+def _history(block: dict[str, Any], base: Path) -> HistorySpec:
+    path = block.get("path")
+    return HistorySpec(
+        **_given(block, "enabled"), path=absolute(path, base) if path is not None else None
+    )
+
+
+def _metrics(block: dict[str, Any], base: Path) -> MetricsSpec:
+    textfile = block.get("textfile")
+    return MetricsSpec(
+        **_given(block, "pushgateway", "job", "port"),
+        textfile=absolute(textfile, base) if textfile is not None else None,
     )
 
 

@@ -289,6 +289,32 @@ class KubernetesSpec:
 
 
 @dataclass(frozen=True)
+class HistorySpec:
+    """Where every run, expansion, compaction and clean of the pipeline leaves its record."""
+
+    enabled: bool = True
+    path: str | None = None  # None: <the table's directory>/_runner_history/<table name>
+
+
+@dataclass(frozen=True)
+class MetricsSpec:
+    """Where a run's Prometheus metrics go (runner/observe/metrics.py)."""
+
+    pushgateway: str | None = None  # None: $RUNNER_PUSHGATEWAY, if set
+    job: str = "runner"  # the Pushgateway's job label
+    textfile: str | None = None  # a .prom file for node-exporter's textfile collector
+    port: int | None = None  # --continuous: serve /metrics on this port
+
+
+@dataclass(frozen=True)
+class LineageSpec:
+    """OpenLineage events; their transport comes from OPENLINEAGE_URL / OPENLINEAGE_CONFIG."""
+
+    enabled: bool = True
+    namespace: str = "runner"  # the job's namespace ($OPENLINEAGE_NAMESPACE wins)
+
+
+@dataclass(frozen=True)
 class PipelineSpec:
     name: str
     sources: tuple[Source, ...]
@@ -299,3 +325,6 @@ class PipelineSpec:
     description: str | None = None
     expectations: tuple[Expectation, ...] = ()
     kubernetes: KubernetesSpec = field(default_factory=KubernetesSpec)
+    history: HistorySpec = field(default_factory=HistorySpec)
+    metrics: MetricsSpec = field(default_factory=MetricsSpec)
+    lineage: LineageSpec = field(default_factory=LineageSpec)

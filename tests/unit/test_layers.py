@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("runner.write", "runner.sources"),
     ("runner.services",),
     ("runner.pipeline",),
+    ("runner.observe",),
     ("runner.commands", "runner.k8s", "runner.table"),
     ("runner.cli",),
     ("runner.__main__", "runner.driver"),  # entry points

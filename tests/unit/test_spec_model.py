@@ -84,6 +84,10 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "$defs/kubernetes/properties/restart_policy": K8S.restart_policy,
     "$defs/kubernetes/properties/retries": K8S.retries,
     "$defs/kubernetes/properties/retry_interval_seconds": K8S.retry_interval_seconds,
+    "$defs/history/properties/enabled": _default(m.HistorySpec, "enabled"),
+    "$defs/metrics/properties/job": _default(m.MetricsSpec, "job"),
+    "$defs/lineage/properties/enabled": _default(m.LineageSpec, "enabled"),
+    "$defs/lineage/properties/namespace": _default(m.LineageSpec, "namespace"),
 }
 
 VOCABULARIES = {

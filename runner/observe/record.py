@@ -1,0 +1,139 @@
+"""The record a run, expansion, compaction or clean leaves: what the history keeps, what the
+metrics and the lineage events are made from.
+
+One frozen value per piece of work, built once when it ends (or, for a run that was killed,
+by the next one that finds its heartbeat): from the run summary of a run that finished,
+from the error of one that failed, from the service's summary for a table service.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from runner.summary import RunSummary
+
+Kind = Literal["run", "expansion", "compaction", "clean"]
+# committed: a new table version; nothing_new: no source had anything new (no commit, or only
+# the chosen checkpoints); nothing_to_do: the batch changed no row, or a service found no
+# work; already_committed: the --batch-id was committed before; failed: an error ended it
+# (the table is as it was); interrupted: it was killed, found later by its heartbeat (it
+# committed nothing).
+Outcome = Literal[
+    "committed", "nothing_new", "nothing_to_do", "already_committed", "failed", "interrupted"
+]
+OUTCOMES: tuple[Outcome, ...] = (
+    "committed",
+    "nothing_new",
+    "nothing_to_do",
+    "already_committed",
+    "failed",
+    "interrupted",
+)
+MESSAGE_CHARS = 500  # an error's message is kept to its first line, cut at this length
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    run_id: str
+    kind: Kind
+    pipeline: str
+    table: str
+    spec_hash: str  # sha256 of the spec file's bytes, first 16 hex digits
+    operation: str  # the write operation of a run; the service's name otherwise
+    started_at: dt.datetime  # UTC
+    ended_at: dt.datetime  # UTC
+    outcome: Outcome
+    instant: str | None = None
+    batch_id: str | None = None
+    version: int | None = None  # the table version committed, None when none was
+    error_class: str | None = None
+    error_message: str | None = None  # one line
+    failed_stage: str | None = None
+    rows_read: int = 0
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    rows_dropped: int = 0
+    rows_quarantined: int = 0
+    rejected_by_rule: dict[str, int] = field(default_factory=dict)  # expectation -> rows
+    files_added: int = 0
+    files_removed: int = 0
+    bytes_written: int = 0
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    checkpoints_before: dict[str, Any] = field(default_factory=dict)  # source -> checkpoint
+    checkpoints_after: dict[str, Any] = field(default_factory=dict)
+    sources: tuple[str, ...] = ()  # the names of the sources the run read
+
+    @property
+    def seconds(self) -> float:
+        return (self.ended_at - self.started_at).total_seconds()
+
+    @property
+    def succeeded(self) -> bool:
+        return self.outcome not in ("failed", "interrupted")
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def spec_hash(spec_file: str) -> str:
+    """The spec's identity in the history: a changed spec shows as a changed hash."""
+    try:
+        return hashlib.sha256(Path(spec_file).read_bytes()).hexdigest()[:16]
+    except OSError:
+        return ""
+
+
+def one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    line = text[0] if text else type(error).__name__
+    return line if len(line) <= MESSAGE_CHARS else line[: MESSAGE_CHARS - 3] + "..."
+
+
+def summary_outcome(summary: RunSummary) -> Outcome:
+    if summary.batch_already_committed:
+        return "already_committed"
+    if summary.nothing_new:
+        return "nothing_new"
+    return "committed" if summary.version is not None else "nothing_to_do"
+
+
+def from_summary(
+    summary: RunSummary, spec_file: str, started_at: dt.datetime, ended_at: dt.datetime
+) -> RunRecord:
+    """The record of a run that ended without an error."""
+    return RunRecord(
+        run_id=summary.run_id,
+        kind="run",
+        pipeline=summary.pipeline,
+        table=summary.table,
+        spec_hash=spec_hash(spec_file),
+        operation=summary.operation,
+        started_at=started_at,
+        ended_at=ended_at,
+        outcome=summary_outcome(summary),
+        instant=summary.instant,
+        batch_id=summary.batch_id,
+        version=summary.version,
+        rows_read=summary.rows_read,
+        inserted=summary.inserted,
+        updated=summary.updated,
+        deleted=summary.deleted,
+        unchanged=summary.unchanged,
+        rows_dropped=summary.rows_dropped,
+        rows_quarantined=summary.rows_quarantined,
+        rejected_by_rule=dict(summary.rejected_by_rule),
+        files_added=summary.files_added,
+        files_removed=summary.files_removed,
+        bytes_written=summary.bytes_written,
+        stage_seconds=dict(summary.stage_seconds),
+        checkpoints_before={k: v.get("since") for k, v in summary.sources.items() if "since" in v},
+        checkpoints_after={k: v.get("until") for k, v in summary.sources.items() if "until" in v},
+        sources=tuple(summary.sources),
+    )
