@@ -49,6 +49,7 @@ class RunSummary:
     version: int | None = None  # None: nothing committed
     batch_id: str | None = None
     batch_already_committed: bool = False
+    dry_run: bool = False  # counted as the run would have; nothing written, nothing committed
     nothing_new: bool = False  # every incremental source had nothing new: no Spark, no commit
     checkpoint_origin: str | None = None
     sources: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -109,6 +110,8 @@ class RunSummary:
                 f"({self._stage_times()})"
             )
         lines = self._write_lines() + self._merge_lines() + self._input_lines()
+        if self.dry_run:
+            lines.append("  dry run      nothing was written under the table, no checkpoint moved")
         lines += self._after_commit_lines()
         total = sum(self.stage_seconds.values())
         lines.append(f"  time         {self._stage_times()}  (total {total:.1f}s)")
@@ -119,11 +122,13 @@ class RunSummary:
 
     def _write_lines(self) -> list[str]:
         """What the commit holds: rows by outcome, files and bytes."""
-        head = (
-            f"committed version {self.version}"
-            if self.version is not None
-            else "nothing to commit (no row changed)"
-        )
+        changed = self.files_added or self.files_removed or self.buckets_with_deletion_vectors
+        if self.dry_run:
+            head = "would commit a new version" if changed else "would commit nothing"
+        elif self.version is not None:
+            head = f"committed version {self.version}"
+        else:
+            head = "nothing to commit (no row changed)"
         return [
             f"{self.pipeline}: {self.operation} {head} of {self.table}",
             f"  instant      {self.instant}   run {self.run_id}",

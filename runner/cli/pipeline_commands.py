@@ -14,7 +14,8 @@ from runner.cli.options import options_as
 from runner.spec.secrets import scrub
 
 if TYPE_CHECKING:
-    from runner.spec.model import PipelineSpec
+    from runner.observe.observed import Observer
+    from runner.pipeline.context import RunOptions
 
 
 @click.command()
@@ -53,6 +54,7 @@ class RunCommand:
     ignore_checkpoint: bool
     continuous: bool
     min_interval: str
+    dry_run: bool
 
 
 @click.command()
@@ -93,6 +95,12 @@ class RunCommand:
     metavar="DURATION",
     help="With --continuous: the least time from one round's start to the next (30s, 5m, 1h).",
 )
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Read, key, judge and merge as a run would, print the summary it would have "
+    "committed; write nothing under the table and move no checkpoint.",
+)
 @options_as(RunCommand)
 def run(options: RunCommand) -> None:
     """Run a pipeline spec: read, transform, key, write, commit.
@@ -107,28 +115,33 @@ def run(options: RunCommand) -> None:
     (nothing was written); 1 a failure (the table is as it was before the run).
     """
     from runner.commands.summary_file import write_summary
-    from runner.pipeline.run import run_pipeline
+    from runner.observe.observed import Observer
+    from runner.pipeline.context import RunOptions
     from runner.spec import load_spec
 
     if options.checkpoints and options.ignore_checkpoint:
         raise click.UsageError("give --checkpoint or --ignore-checkpoint, not both")
+    if options.dry_run and options.continuous:
+        raise click.UsageError("--dry-run shows one run; it does not go with --continuous")
     pipeline = load_spec(options.spec, parse_transform=False)  # Spark's parser reads it in the run
-    if options.continuous:
-        _run_continuously(pipeline, options)
-        return
-    summary = run_pipeline(
-        pipeline,
+    chosen = RunOptions(
         console_progress=sys.stderr.isatty(),
         batch_id=options.batch_id,
         checkpoint=options.checkpoints,
         ignore_checkpoint=options.ignore_checkpoint,
+        dry_run=options.dry_run,
     )
+    observer = Observer(pipeline)
+    if options.continuous:
+        _run_continuously(observer, chosen, options)
+        return
+    summary = observer.run(options=chosen)
     click.echo(scrub(summary.render()))
     if options.summary_json:
         write_summary(options.summary_json, summary)
 
 
-def _run_continuously(pipeline: PipelineSpec, options: RunCommand) -> None:
+def _run_continuously(observer: Observer, chosen: RunOptions, options: RunCommand) -> None:
     from runner.commands.continuous import run_continuously
     from runner.commands.summary_file import RoundSummaries
     from runner.summary import RunSummary
@@ -142,14 +155,11 @@ def _run_continuously(pipeline: PipelineSpec, options: RunCommand) -> None:
         kept.add(summary)
 
     done = run_continuously(
-        pipeline,
-        interval_seconds=_duration(options.min_interval),
-        console_progress=sys.stderr.isatty(),
-        checkpoint=options.checkpoints,
-        ignore_checkpoint=options.ignore_checkpoint,
-        on_round=show,
+        observer, interval_seconds=_duration(options.min_interval), options=chosen, on_round=show
     )
-    click.echo(f"{pipeline.name}: stopped after {done.count} round(s), {done.commits} commit(s)")
+    click.echo(
+        f"{observer.spec.name}: stopped after {done.count} round(s), {done.commits} commit(s)"
+    )
 
 
 def _duration(text: str) -> float:

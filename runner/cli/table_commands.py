@@ -7,11 +7,18 @@ import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from runner.cli.options import options_as
 from runner.spec.secrets import scrub, scrub_values
+
+if TYPE_CHECKING:
+    from runner.services.clean import CleanSummary
+    from runner.services.compact import CompactSummary
+    from runner.services.expand import ExpandSummary
+    from runner.services.expansion_plan import ExpansionPlan
 
 _POLICY = click.Choice(["multiple_rehash", "overwrite"])
 
@@ -91,17 +98,34 @@ def _expand(
     as_json: bool,
     dry_run: bool,
 ) -> None:
+    from runner.observe.observed import Observer
     from runner.services.expand import ExpansionRequest, expand_table
     from runner.spec import load_spec
 
     request = ExpansionRequest(buckets, policy, partitions, dry_run)
-    planned, done = expand_table(load_spec(spec), request, console_progress=sys.stderr.isatty())
+    pipeline = load_spec(spec)
+
+    def work() -> tuple[ExpansionPlan, ExpandSummary | None]:
+        return expand_table(pipeline, request, console_progress=sys.stderr.isatty())
+
+    if dry_run:
+        planned, done = work()
+    else:
+        planned, done = Observer(pipeline).service(
+            "expansion", work, lambda result: _expanded(result[1])
+        )
     if as_json:
         out = {"plan": planned.to_dict(), "result": done.to_dict() if done else None}
         click.echo(json.dumps(scrub_values(out), indent=2))
         return
     click.echo(scrub(planned.render()))
     click.echo("dry run: nothing was changed" if done is None else scrub(done.render()))
+
+
+def _expanded(done: ExpandSummary | None) -> dict[str, Any]:
+    from runner.observe.observed import expansion_figures
+
+    return expansion_figures(done) if done is not None else {"outcome": "nothing_to_do"}
 
 
 @click.command()
@@ -133,10 +157,16 @@ def clean(
     old. Files the runner did not write, and symbolic links, are listed and left alone.
     Starts no JVM.
     """
+    from runner.observe.observed import Observer, clean_figures
     from runner.services.clean import clean_table
     from runner.spec import load_spec
 
-    done = clean_table(load_spec(spec), retain_commits, min_age_hours, dry_run)
+    pipeline = load_spec(spec)
+
+    def work() -> CleanSummary:
+        return clean_table(pipeline, retain_commits, min_age_hours, dry_run)
+
+    done = work() if dry_run else Observer(pipeline).service("clean", work, clean_figures)
     click.echo(
         json.dumps(scrub_values(done.to_dict()), indent=2) if as_json else scrub(done.render())
     )
@@ -164,10 +194,16 @@ def compact(spec: str, partitions: tuple[str, ...], dry_run: bool, as_json: bool
     Each folded bucket becomes one file sorted by key, in one commit that changes no row.
     A bucket a writer changes meanwhile is left for the next compaction, never half done.
     """
+    from runner.observe.observed import Observer, compaction_figures
     from runner.services.compact import compact_table
     from runner.spec import load_spec
 
-    done = compact_table(load_spec(spec), partitions, dry_run, console_progress=sys.stderr.isatty())
+    pipeline = load_spec(spec)
+
+    def work() -> CompactSummary:
+        return compact_table(pipeline, partitions, dry_run, console_progress=sys.stderr.isatty())
+
+    done = work() if dry_run else Observer(pipeline).service("compaction", work, compaction_figures)
     click.echo(
         json.dumps(scrub_values(done.to_dict()), indent=2) if as_json else scrub(done.render())
     )
@@ -275,4 +311,38 @@ def inspect(table: str, as_json: bool, plot: str | None) -> None:
         click.echo(f"plot written to {plot}", err=True)
 
 
-COMMANDS = (expand, plan, clean, compact, read, inspect)
+@click.command()
+@click.argument("target")
+@click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--failed", is_flag=True, help="Only the failed and interrupted ones.")
+@click.option(
+    "--since", metavar="WHEN", help="Only those started since: 30m, 24h, 7d, or a UTC date/time."
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per record instead.")
+def history(target: str, limit: int, failed: bool, since: str | None, as_json: bool) -> None:
+    """The last runs, expansions, compactions and cleans of a pipeline's table.
+
+    \b
+      runner history pipelines/trips.yaml
+      runner history warehouse/trips --failed --since 7d
+      runner history warehouse/_runner_history/trips --json -n 100
+
+    TARGET is a spec, its target table, or the history table itself. Every run leaves one
+    record: committed, nothing new, nothing to do, already committed, failed (with its
+    error), or interrupted (killed; found by the next run). The history is a Delta table:
+    docs/operating.md shows how to query it with Spark, Polars or delta-rs. Starts no JVM.
+    """
+    from runner.commands.history import history_records, render, select, since_moment
+    from runner.observe.record import now
+
+    moment = since_moment(since, now()) if since else None
+    path, records = history_records(target)
+    chosen = select(records, limit, failed, moment)
+    if as_json:
+        for record in chosen:
+            click.echo(json.dumps(scrub_values(record), default=str))
+        return
+    click.echo(scrub(render(path, chosen, len(records))))
+
+
+COMMANDS = (expand, plan, clean, compact, read, inspect, history)

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from runner.pipeline.run import run_pipeline
-from runner.spec.model import PipelineSpec
+from runner.observe.observed import Observer
+from runner.pipeline.context import RunOptions
 from runner.summary import RunSummary
 
 if TYPE_CHECKING:
@@ -37,14 +37,13 @@ class Rounds:
 
 
 def run_continuously(
-    spec: PipelineSpec,
+    observer: Observer,
     interval_seconds: float,
-    console_progress: bool = False,
-    checkpoint: tuple[str, ...] = (),
-    ignore_checkpoint: bool = False,
+    options: RunOptions,
     on_round: Callable[[int, RunSummary], None] = lambda _n, _summary: None,
 ) -> Rounds:
-    """Rounds until SIGTERM or SIGINT; `on_round` gets each round's number and summary."""
+    """Rounds until SIGTERM or SIGINT; `on_round` gets each round's number and summary.
+    `options`' checkpoints apply to the first round only."""
     stop = threading.Event()
 
     def request_stop(signum: int, _frame: object) -> None:
@@ -58,13 +57,8 @@ def run_continuously(
         signal.signal(signal.SIGINT, request_stop)
         started = time.monotonic()
         first = count == 0
-        summary = run_pipeline(
-            spec,
-            console_progress=console_progress,
-            spark=spark,
-            checkpoint=checkpoint if first else (),
-            ignore_checkpoint=ignore_checkpoint and first,
-        )
+        later = RunOptions(options.console_progress)
+        summary = observer.run(spark, options if first else later)
         spark = spark or _active_session()
         count += 1
         commits += summary.version is not None

@@ -14,19 +14,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from runner.spec.secrets import scrub
 from runner.summary import RunSummary
 
 Kind = Literal["run", "expansion", "compaction", "clean"]
-# committed: a new table version; nothing_new: no source had anything new (no commit, or only
+# committed: a new table version; done: a clean that removed files (it commits nothing);
+# nothing_new: no source had anything new (no commit, or only
 # the chosen checkpoints); nothing_to_do: the batch changed no row, or a service found no
 # work; already_committed: the --batch-id was committed before; failed: an error ended it
 # (the table is as it was); interrupted: it was killed, found later by its heartbeat (it
 # committed nothing).
 Outcome = Literal[
-    "committed", "nothing_new", "nothing_to_do", "already_committed", "failed", "interrupted"
+    "committed",
+    "done",
+    "nothing_new",
+    "nothing_to_do",
+    "already_committed",
+    "failed",
+    "interrupted",
 ]
 OUTCOMES: tuple[Outcome, ...] = (
     "committed",
+    "done",
     "nothing_new",
     "nothing_to_do",
     "already_committed",
@@ -91,8 +100,10 @@ def spec_hash(spec_file: str) -> str:
 
 
 def one_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    line = text[0] if text else type(error).__name__
+    """An error's message on one line (its lines joined), secrets scrubbed, cut to
+    MESSAGE_CHARS."""
+    lines = [line.strip() for line in scrub(str(error)).strip().splitlines() if line.strip()]
+    line = " | ".join(lines) or type(error).__name__
     return line if len(line) <= MESSAGE_CHARS else line[: MESSAGE_CHARS - 3] + "..."
 
 

@@ -52,12 +52,14 @@ class RunContext:
 
     @classmethod
     def start(cls, spec: PipelineSpec, options: RunOptions) -> RunContext:
+        instant = options.instant or new_instant()
+        table = locate(spec.target.path)
         return cls(
             spec,
             options,
             options.run_id or logs.start_run(),
-            options.instant or new_instant(),
-            locate(spec.target.path),
+            instant,
+            table.dry_run(instant) if options.dry_run else table,
             options.stages or Stages(),
         )
 

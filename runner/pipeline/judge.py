@@ -131,5 +131,8 @@ def _append(ctx: RunContext, rows: pa.Table) -> None:
     with a batch id, in the same app transaction (a re-run appends nothing twice)."""
     quarantine = ctx.target.quarantine
     assert quarantine is not None, "enforce() fails the run without a quarantine"
+    if ctx.options.dry_run:
+        log.info("quarantine_not_written", table=quarantine.path, rows=rows.num_rows, dry_run=True)
+        return
     metadata = {**quarantine_context(ctx), "table": ctx.target.path}
     append_quarantine(quarantine.path, rows, metadata, ctx.app_id)

@@ -18,6 +18,7 @@ files it wrote.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,20 +66,15 @@ MAX_SKIPPED_FILES = 20
 
 
 def run_pipeline(
-    spec: PipelineSpec,
-    console_progress: bool = False,
-    spark: SparkSession | None = None,
-    batch_id: str | None = None,
-    checkpoint: tuple[str, ...] = (),
-    ignore_checkpoint: bool = False,
+    spec: PipelineSpec, spark: SparkSession | None = None, options: RunOptions | None = None
 ) -> RunSummary:
     """One run of the pipeline: at most one commit of data (and checkpoints) to the table.
 
-    `checkpoint` (VALUE, or NAME=VALUE per source) and `ignore_checkpoint` replace the
-    checkpoints the table holds, for a reset or a start from a chosen point.
+    `options` carries the caller's choices (runner/pipeline/context.py RunOptions): a batch
+    id, checkpoints that replace the table's, a dry run, and the run's identity when the
+    caller records it (runner/observe/observed.py).
     """
-    options = RunOptions(console_progress, batch_id, checkpoint, ignore_checkpoint)
-    ctx = RunContext.start(spec, options)
+    ctx = RunContext.start(spec, options or RunOptions())
     log.info(
         "run_started",
         pipeline=spec.name,
@@ -90,13 +86,18 @@ def run_pipeline(
     checked = preflight(ctx)
     if checked.already_committed:
         return _summary(ctx, batch_already_committed=True)
-    with in_flight(ctx.table, ctx.instant, "run"):  # clean keeps this run's files
-        outcome = _ingest_skipping_unreadable(ctx, checked.snapshot, spark)
+    # clean keeps this run's files; a dry run writes none under the table
+    beating = nullcontext() if ctx.options.dry_run else in_flight(ctx.table, ctx.instant, "run")
+    try:
+        with beating:
+            outcome = _ingest_skipping_unreadable(ctx, checked.snapshot, spark)
+    finally:
+        ctx.table.remove_scratch()
     services = ServicesRun()
     if outcome.committed is not None and outcome.committed.version is not None:
         assert outcome.spark is not None
         services = after_commit(ctx, outcome.spark)
-    summary = _summary(ctx, **outcome.figures(), **services.figures())
+    summary = _summary(ctx, **outcome.figures(), **services.figures(), dry_run=ctx.options.dry_run)
     log.info("run_finished", **{k: v for k, v in summary.to_dict().items() if k != "run_id"})
     return summary
 
@@ -183,6 +184,7 @@ def _ingest(
         # recorded when the listing found nothing (a JDBC source's empty answer is not)
         if (
             snapshot is not None
+            and not ctx.options.dry_run
             and inputs.spark is None
             and inputs.points.origin.replaces_the_tables
         ):
@@ -232,6 +234,8 @@ def _merge(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Committed]:
                 results = write_buckets(ctx, merge, plan, counted.collected)
             quarantine_skipped(ctx, run.skipped)
             remerge = Remerge(ctx, run.inputs, merge, plan, results)
+            if ctx.options.dry_run:  # counted; the scratch files go with the run
+                return remerge.figures(verdicts), Committed(None, ())
             with ctx.stage("commit"):
                 prepared = prepare_commit(
                     ctx,
@@ -281,6 +285,8 @@ def _bulk_insert(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Commit
                 **write_figures(files, {}, target),
                 "rows_from": rows_from,
             }
+            if ctx.options.dry_run:
+                return figures, Committed(None, ())
             with ctx.stage("commit"):
                 prepared = prepare_commit(
                     ctx, snapshot, batch.schema, run.inputs, Written(tuple(files), {}), figures

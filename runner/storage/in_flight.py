@@ -42,6 +42,9 @@ class Heartbeat:
     pid: int
     started: str  # the process's start time, as /proc gives it ("" where it cannot)
     age_seconds: float
+    what: str = ""  # run, expansion or compaction ("" when unreadable)
+    run_id: str = ""  # the writer's run id, for the run history
+    pipeline: str = ""
 
     @property
     def alive(self) -> bool:
@@ -64,6 +67,10 @@ def in_flight(location: TableLocation, instant: str, what: str) -> Iterator[None
         {
             "instant": instant,
             "what": what,
+            # what the logs are bound to (runner/observe): the run history names a killed
+            # writer by them
+            "run_id": structlog.contextvars.get_contextvars().get("run_id", ""),
+            "pipeline": structlog.contextvars.get_contextvars().get("pipeline", ""),
             "host": _process_space(),
             "pid": os.getpid(),
             "started": _process_started(os.getpid()),
@@ -110,7 +117,16 @@ def heartbeats(location: TableLocation) -> list[Heartbeat]:
             with fs.open_input_stream(info.path) as stream:
                 body = json.loads(stream.read())
             beats.append(
-                Heartbeat(body["instant"], body["host"], int(body["pid"]), body["started"], age)
+                Heartbeat(
+                    body["instant"],
+                    body["host"],
+                    int(body["pid"]),
+                    body["started"],
+                    age,
+                    body.get("what", ""),
+                    body.get("run_id", ""),
+                    body.get("pipeline", ""),
+                )
             )
         except (OSError, ValueError, KeyError, TypeError):  # being written: take it as live
             beats.append(Heartbeat(info.base_name, "", 0, "", age))

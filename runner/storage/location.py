@@ -17,7 +17,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -69,6 +69,8 @@ class TableLocation:
 
     uri: str
     settings: Mapping[str, str] = field(default_factory=dict, repr=False)  # holds credentials
+    # a dry run's: new files go to this directory of the same store, never under the table
+    scratch: str | None = None
 
     @property
     def is_local(self) -> bool:
@@ -76,6 +78,14 @@ class TableLocation:
 
     def filesystem(self) -> tuple[pafs.FileSystem, str]:
         """A pyarrow file system and the table's root in it (no trailing slash)."""
+        fs, root = self._filesystem()
+        if self.scratch is None:
+            return fs, root
+        from runner.storage.dry_run import RedirectedWrites
+
+        return pafs.PyFileSystem(RedirectedWrites(fs, root, self.scratch)), root
+
+    def _filesystem(self) -> tuple[pafs.FileSystem, str]:
         kind = scheme(self.uri)
         if kind == "":
             return pafs.LocalFileSystem(), os.path.abspath(self.uri).rstrip("/") or "/"
@@ -87,6 +97,23 @@ class TableLocation:
         # another store pyarrow knows (gs://, abfs://): its own environment settings apply
         fs, root = pafs.FileSystem.from_uri(self.uri)
         return fs, root.rstrip("/")
+
+    def dry_run(self, instant: str) -> TableLocation:
+        """This table as a dry run sees it: its files read where they are, new ones
+        written to a scratch directory beside it (runner/storage/dry_run.py)."""
+        from runner.storage.dry_run import scratch_root
+
+        return replace(self, scratch=scratch_root(self._filesystem()[1], instant))
+
+    def remove_scratch(self) -> None:
+        """Remove a dry run's scratch directory and what it holds."""
+        if self.scratch is not None:
+            fs, _ = self._filesystem()
+            if fs.get_file_info(self.scratch).type != pafs.FileType.NotFound:
+                fs.delete_dir(self.scratch)
+            parent = self.scratch.rsplit("/", 1)[0]  # the last dry run's leaves none behind
+            if not fs.get_file_info(pafs.FileSelector(parent, allow_not_found=True)):
+                fs.delete_dir(parent)
 
     def storage_options(self) -> dict[str, str] | None:
         """delta-rs storage options (None: delta-rs' defaults and its own reading of the

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from runner.cli import cli
 from runner.commands.read import read_rows
 from runner.errors import UserError
+from runner.pipeline.context import RunOptions
 from runner.pipeline.run import run_pipeline
 from runner.services.compact import compact_table
 from runner.services.expand import ExpansionRequest, expand_table
@@ -245,8 +246,8 @@ def test_as_of_business_time_needs_a_history(spark, tmp_path):
 def test_a_batch_run_again_changes_nothing(spark, tmp_path):
     spec = load_spec(write_spec(tmp_path, _target("COPY_ON_WRITE", "driver", 2)))
     write_batch(tmp_path, _events((1, "c", 10, "a"), (1, "u", 20, "b")), CHANGE_FEED_SCHEMA)
-    first = run_pipeline(spec, spark=spark, batch_id="b1")
-    again = run_pipeline(spec, spark=spark, batch_id="b1")
+    first = run_pipeline(spec, spark=spark, options=RunOptions(batch_id="b1"))
+    again = run_pipeline(spec, spark=spark, options=RunOptions(batch_id="b1"))
     assert again.batch_already_committed and again.version is None
     assert first.version is not None
     assert len(read_table(tmp_path / "table")) == 2

@@ -11,6 +11,7 @@ from deltalake import DeltaTable
 
 from runner.delta import transaction
 from runner.errors import CommitConflictError
+from runner.pipeline.context import RunOptions
 from runner.pipeline.run import run_pipeline
 from runner.spec import load_spec
 from tests.helpers import read_table, write_batch, write_spec
@@ -117,20 +118,20 @@ def test_a_writer_overtaken_more_often_than_its_retries_gives_up(
 
 def test_a_batch_id_commits_once(spark, table, tmp_path):
     write_batch(tmp_path, _rows([1], "nl", 5))
-    first = run_pipeline(load_spec(table), spark=spark, batch_id="2026-11-22")
+    first = run_pipeline(load_spec(table), spark=spark, options=RunOptions(batch_id="2026-11-22"))
     assert first.version is not None and first.updated == 1
     dt = DeltaTable(str(tmp_path / "table"))
     assert dt.transaction_version("runner/t/2026-11-22") == 1
     assert dt.history(1)[0]["runner"]["batch_id"] == "2026-11-22"
 
     write_batch(tmp_path, _rows([1], "nl", 6))  # same batch id: not run again
-    again = run_pipeline(load_spec(table), spark=spark, batch_id="2026-11-22")
+    again = run_pipeline(load_spec(table), spark=spark, options=RunOptions(batch_id="2026-11-22"))
     assert again.batch_already_committed and again.version is None
     assert "already committed" in again.render()
     assert DeltaTable(str(tmp_path / "table")).version() == first.version
     assert read_table(tmp_path / "table").set_index(["country", "id"]).loc[("nl", 1), "ts"] == 5
 
-    later = run_pipeline(load_spec(table), spark=spark, batch_id="2026-11-23")
+    later = run_pipeline(load_spec(table), spark=spark, options=RunOptions(batch_id="2026-11-23"))
     assert later.version == first.version + 1
 
 

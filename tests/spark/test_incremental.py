@@ -20,6 +20,7 @@ from deltalake import DeltaTable
 from runner.cli import cli
 from runner.commands.read import read_rows
 from runner.errors import UserError
+from runner.pipeline.context import RunOptions
 from runner.pipeline.run import run_pipeline
 from runner.services.expand import ExpansionRequest, expand_table
 from runner.sources.jdbc import plan_jdbc
@@ -110,13 +111,13 @@ def test_new_files_are_ingested_exactly_once(spark, tmp_path):
 
     # a reset reads everything again; an upsert of the same rows changes nothing but the
     # checkpoint, which is still committed (with its origin)
-    reset = run_pipeline(spec, spark=spark, ignore_checkpoint=True)
+    reset = run_pipeline(spec, spark=spark, options=RunOptions(ignore_checkpoint=True))
     assert reset.rows_read == 25
     assert _commit_meta(tmp_path / "table")["checkpoint_origin"] == "reset"
     pd.testing.assert_frame_equal(_table(tmp_path / "table"), reference, check_dtype=False)
 
     # a chosen start: files changed after that time only (b and c)
-    chosen = run_pipeline(spec, spark=spark, checkpoint=(moment,))
+    chosen = run_pipeline(spec, spark=spark, options=RunOptions(checkpoint=(moment,)))
     assert chosen.rows_read == 15 and chosen.sources["events"]["files"] == 2
 
 
@@ -375,12 +376,14 @@ def test_a_chosen_checkpoint_moves_only_the_named_source_and_is_recorded(spark, 
     _drop(tmp_path / "inbox_b", "2.parquet", _rows(range(10, 13), 2, "us"))
 
     # a starts at the chosen time, b where the table says: only the new files of both
-    done = run_pipeline(spec, spark=spark, checkpoint=(f"a={moment}",))
+    done = run_pipeline(spec, spark=spark, options=RunOptions(checkpoint=(f"a={moment}",)))
     assert done.rows_read == 8
 
     # a start in the future with nothing to read is recorded all the same
     later = pd.Timestamp(time.time() + 3600, unit="s", tz="UTC").isoformat()
-    skipped = run_pipeline(spec, spark=spark, checkpoint=(f"a={later}", f"b={later}"))
+    skipped = run_pipeline(
+        spec, spark=spark, options=RunOptions(checkpoint=(f"a={later}", f"b={later}"))
+    )
     assert skipped.nothing_new and skipped.version is not None
     assert "recorded in version" in skipped.render()
     _drop(tmp_path / "inbox_a", "3.parquet", _rows(range(20, 22), 3, "nl"))

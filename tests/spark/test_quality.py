@@ -10,6 +10,7 @@ import pytest
 from deltalake import DeltaTable
 
 from runner.errors import BadRecordsError, UserError
+from runner.pipeline.context import RunOptions
 from runner.pipeline.run import run_pipeline
 from runner.spec import load_spec
 from tests.helpers import read_table, write_batch, write_spec
@@ -55,7 +56,9 @@ def _spec(tmp_path, max_fraction=0.05, rules=RULES, quarantine=True, operation="
 @pytest.mark.parametrize("operation", ["upsert", "bulk_insert"])
 def test_rejected_rows_go_to_quarantine_with_rule_reason_and_record(spark, tmp_path, operation):
     write_batch(tmp_path, _batch())
-    summary = run_pipeline(_spec(tmp_path, operation=operation), spark=spark, batch_id="b1")
+    summary = run_pipeline(
+        _spec(tmp_path, operation=operation), spark=spark, options=RunOptions(batch_id="b1")
+    )
 
     assert summary.rows_read == 100
     assert summary.rows_quarantined == 4 and summary.rows_dropped == 2
@@ -87,7 +90,9 @@ def test_rejected_rows_go_to_quarantine_with_rule_reason_and_record(spark, tmp_p
     assert by_id["k7"]["_rule"] == "fare_not_negative"  # a NULL result breaks the rule
 
     # The same batch again: no second commit, and no row quarantined twice.
-    again = run_pipeline(_spec(tmp_path, operation=operation), spark=spark, batch_id="b1")
+    again = run_pipeline(
+        _spec(tmp_path, operation=operation), spark=spark, options=RunOptions(batch_id="b1")
+    )
     assert again.batch_already_committed
     assert len(read_table(tmp_path / "quarantine")) == 4
     assert DeltaTable(str(tmp_path / "table")).version() == 1  # created, then one commit

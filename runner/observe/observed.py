@@ -1,0 +1,177 @@
+"""A pipeline's runs and table services as their operators see them: each leaves its record
+in the run history, its Prometheus metrics and its OpenLineage events.
+
+`Observer` wraps the work without changing it: a run's result and errors pass through as
+they are, and nothing the observer does (a history it cannot write, a Pushgateway or a
+lineage collector that is down) fails the work; each logs a warning instead.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import structlog
+
+from runner import logs
+from runner.index.naming import new_instant
+from runner.observe import history
+from runner.observe.record import Kind, RunRecord, from_summary, now, one_line, spec_hash
+from runner.pipeline.context import RunOptions
+from runner.pipeline.run import run_pipeline
+from runner.spec.model import PipelineSpec
+from runner.summary import RunSummary, Stages
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from runner.services.clean import CleanSummary
+    from runner.services.compact import CompactSummary
+    from runner.services.expand import ExpandSummary
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass
+class Observer:
+    """Records the pipeline's runs and services; one per process (a continuous run keeps
+    one for all its rounds, so its counters add up)."""
+
+    spec: PipelineSpec
+    records: list[RunRecord] = field(default_factory=list)  # this process's, oldest first
+
+    def run(
+        self, spark: SparkSession | None = None, options: RunOptions | None = None
+    ) -> RunSummary:
+        """One run of the pipeline, recorded; a dry run is not."""
+        options = options or RunOptions()
+        if options.dry_run:
+            return run_pipeline(self.spec, spark, options)
+        started = now()
+        stages = Stages()
+        run_id = self._start()
+        identity = {"run_id": run_id, "instant": new_instant(), "stages": stages}
+        chosen = RunOptions(**{**_fields(options), **identity})
+        self._before(started)
+        try:
+            summary = run_pipeline(self.spec, spark, chosen)
+        except BaseException as failure:
+            self._after(self._failed("run", failure, started, chosen, stages))
+            raise
+        self._after(from_summary(summary, self.spec.file, started, now()))
+        return summary
+
+    def service(
+        self, kind: Kind, work: Callable[[], T], figures: Callable[[T], dict[str, Any]]
+    ) -> T:
+        """An expansion, compaction or clean, recorded with the figures its summary gives."""
+        started = now()
+        run_id = self._start()
+        self._before(started)
+        try:
+            done = work()
+        except BaseException as failure:
+            record = RunRecord(
+                **self._identity(kind, run_id, started),
+                outcome="failed",
+                error_class=type(failure).__name__,
+                error_message=one_line(failure),
+            )
+            self._after(record)
+            raise
+        self._after(RunRecord(**self._identity(kind, run_id, started), **figures(done)))
+        return done
+
+    def _start(self) -> str:
+        """A new run id, bound with the pipeline's name to every log event (and heartbeat)."""
+        run_id = logs.start_run()
+        structlog.contextvars.bind_contextvars(pipeline=self.spec.name)
+        return run_id
+
+    def _identity(self, kind: Kind, run_id: str, started: dt.datetime) -> dict[str, Any]:
+        return {
+            "run_id": run_id,
+            "kind": kind,
+            "pipeline": self.spec.name,
+            "table": self.spec.target.path,
+            "spec_hash": spec_hash(self.spec.file),
+            "operation": kind,
+            "started_at": started,
+            "ended_at": now(),
+        }
+
+    def _failed(
+        self,
+        kind: Kind,
+        failure: BaseException,
+        started: dt.datetime,
+        options: RunOptions,
+        stages: Stages,
+    ) -> RunRecord:
+        assert options.run_id is not None
+        return RunRecord(
+            **{
+                **self._identity(kind, options.run_id, started),
+                "operation": self.spec.target.operation,
+            },
+            outcome="failed",
+            instant=options.instant,
+            batch_id=options.batch_id,
+            error_class=type(failure).__name__,
+            error_message=one_line(failure),
+            # the stage it failed in; else the last one that began (a check between stages)
+            failed_stage=getattr(failure, "runner_stage", None)
+            or next(reversed(stages.seconds), None),
+            stage_seconds=dict(stages.seconds),
+            sources=tuple(s.name for s in self.spec.sources),
+        )
+
+    def _before(self, started: dt.datetime) -> None:
+        """Before the work: record the pipeline's writers that were killed."""
+        path = history.spec_history_path(self.spec)
+        if path is not None:
+            lost = history.interrupted(self.spec, path, spec_hash(self.spec.file), started)
+            if lost:
+                log.warning("interrupted_runs_found", runs=[r.run_id for r in lost])
+                history.append(path, lost)
+
+    def _after(self, record: RunRecord) -> None:
+        self.records.append(record)
+        path = history.spec_history_path(self.spec)
+        if path is not None:
+            history.append(path, [record])
+
+
+def _fields(options: RunOptions) -> dict[str, Any]:
+    return {name: getattr(options, name) for name in RunOptions.__dataclass_fields__}
+
+
+def expansion_figures(done: ExpandSummary) -> dict[str, Any]:
+    return {
+        "outcome": "committed" if done.version is not None else "nothing_to_do",
+        "instant": done.instant,
+        "version": done.version,
+        "rows_read": done.rows,
+        "files_added": done.files_written,
+        "files_removed": done.files_read,
+        "bytes_written": done.bytes_written,
+    }
+
+
+def compaction_figures(done: CompactSummary) -> dict[str, Any]:
+    return {
+        "outcome": "committed" if done.version is not None else "nothing_to_do",
+        "version": done.version,
+        "rows_read": done.rows,
+        "files_added": done.files_written,
+        "files_removed": done.files_read,
+        "bytes_written": done.bytes_written,
+    }
+
+
+def clean_figures(done: CleanSummary) -> dict[str, Any]:
+    return {"outcome": "done" if done.files else "nothing_to_do", "files_removed": len(done.files)}
