@@ -172,7 +172,12 @@ LOOK_BACK = 100  # commits searched for a killed writer's instant
 def _committed_instants(table: str) -> dict[str, int]:
     """The instants of the table's latest commits, with their versions."""
     history = DeltaTable(table, storage_options=storage_options(table)).history(LOOK_BACK)
-    return {c["instant"]: c["version"] for c in history if isinstance(c.get("instant"), str)}
+    found = {}
+    for commit in history:
+        ours = commit.get("runner")  # the run's identity and figures (commit_stage.py)
+        if isinstance(ours, dict) and isinstance(ours.get("instant"), str):
+            found[ours["instant"]] = commit["version"]
+    return found
 
 
 def _interrupted(

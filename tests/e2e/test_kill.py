@@ -8,6 +8,7 @@ table must stay at a version every reader can use, the next run must complete, a
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -119,6 +120,21 @@ def test_sigkill_at_every_point_leaves_a_usable_table(tmp_path):
     assert not _orphans(table) & killed_runs_files
     assert _orphans(table) <= referenced  # what older versions' readers need stays
     pd.testing.assert_frame_equal(_content(table), after)
+
+    # the run history: each killed writer recorded by the next process, never as committed
+    shown = _runner(tmp_path, "history", "pipelines/quickstart.yaml", "--json", "-n", "50")
+    records = [json.loads(line) for line in shown.stdout.splitlines()][::-1]
+    assert [(r["pipeline"], r["kind"], r["outcome"], r["version"]) for r in records] == [
+        ("trips", "run", "committed", 1),
+        *[("trips-corrections", "run", "interrupted", None)] * 3,
+        ("trips", "expansion", "interrupted", None),
+        ("trips-corrections", "run", "interrupted", 2),  # killed after its commit
+        ("trips-corrections", "run", "nothing_to_do", None),
+        ("trips", "clean", "done", None),
+    ]
+    assert "killed after its commit" in records[5]["error_message"]
+    failed = _runner(tmp_path, "history", "pipelines/quickstart.yaml", "--failed")
+    assert failed.stdout.count("interrupted") == 5, failed.stdout
 
 
 def _files_of_versions(table: Path) -> set[str]:
