@@ -51,6 +51,9 @@ def run_continuously(
 
     count = commits = 0
     spark: SparkSession | None = None
+    port = observer.metrics.serve()  # metrics.port: /metrics while the rounds run
+    if port is not None:
+        log.info("metrics_served", port=port, path="/metrics")
     while not stop.is_set():
         # PySpark puts its own SIGINT handler in when it starts: ours goes back every round.
         signal.signal(signal.SIGTERM, request_stop)
@@ -66,6 +69,7 @@ def run_continuously(
         log.info("round_done", round=count, version=summary.version)
         stop.wait(max(0.0, interval_seconds - (time.monotonic() - started)))
     log.info("stopped", rounds=count, commits=commits)
+    observer.close()
     if spark is not None:
         spark.stop()
     return Rounds(count, commits)

@@ -31,6 +31,10 @@ MAIN_FILE = "local:///opt/runner/driver.py"
 WORK_DIR = "/work"
 RUN_AS_USER = 10001  # the image's numeric non-root user
 SPEC_HASH_ANNOTATION = "runner.dev/spec-sha256"
+# Where `runner run --continuous` serves its metrics (runner/observe/metrics.py): the port
+# is the spec's metrics.port; its server answers on any path, /metrics by convention.
+METRICS_PORT_NAME = "metrics"
+METRICS_PATH = "/metrics"
 _KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 # Source formats whose path every pod reads (a jdbc source has none).
 _PATH_FORMATS = ("parquet", "csv", "json", "orc", "delta")
@@ -147,8 +151,23 @@ def _application(
     # the operator submits again.
     pod = _PodShared(meta["labels"], meta["annotations"], env, mounts)
     app_spec["driver"] = {**_pod(k8s.driver, pod), "serviceAccount": k8s.service_account}
+    if spec.metrics.port is not None:
+        app_spec["driver"] = _scraped(app_spec["driver"], spec.metrics.port)
     app_spec["executor"] = {**_pod(k8s.executor, pod), "instances": k8s.executor.instances}
     return app_spec
+
+
+def _scraped(driver: dict[str, Any], port: int) -> dict[str, Any]:
+    """The driver pod with its metrics port and the annotations Prometheus' usual pod
+    discovery (prometheus.io/scrape, port, path) scrapes by."""
+    annotations = {
+        **driver["annotations"],
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": str(port),
+        "prometheus.io/path": METRICS_PATH,
+    }
+    ports = [{"name": METRICS_PORT_NAME, "containerPort": port, "protocol": "TCP"}]
+    return {**driver, "annotations": annotations, "ports": ports}
 
 
 def _volumes(

@@ -18,6 +18,8 @@ import structlog
 from runner import logs
 from runner.index.naming import new_instant
 from runner.observe import history
+from runner.observe.lineage import Lineage
+from runner.observe.metrics import PipelineMetrics
 from runner.observe.record import Kind, RunRecord, from_summary, now, one_line, spec_hash
 from runner.pipeline.context import RunOptions
 from runner.pipeline.run import run_pipeline
@@ -43,6 +45,16 @@ class Observer:
 
     spec: PipelineSpec
     records: list[RunRecord] = field(default_factory=list)  # this process's, oldest first
+    metrics: PipelineMetrics = field(init=False)
+    lineage: Lineage = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.metrics = PipelineMetrics.for_spec(self.spec)
+        self.lineage = Lineage.for_spec(self.spec)
+
+    def close(self) -> None:
+        """Stop what serves the metrics (a continuous run's /metrics endpoint)."""
+        self.metrics.close()
 
     def run(
         self, spark: SparkSession | None = None, options: RunOptions | None = None
@@ -57,6 +69,7 @@ class Observer:
         identity = {"run_id": run_id, "instant": new_instant(), "stages": stages}
         chosen = RunOptions(**{**_fields(options), **identity})
         self._before(started)
+        self.lineage.start(run_id, started)
         try:
             summary = run_pipeline(self.spec, spark, chosen)
         except BaseException as failure:
@@ -72,6 +85,7 @@ class Observer:
         started = now()
         run_id = self._start()
         self._before(started)
+        self.lineage.start(run_id, started, kind)
         try:
             done = work()
         except BaseException as failure:
@@ -138,12 +152,17 @@ class Observer:
             if lost:
                 log.warning("interrupted_runs_found", runs=[r.run_id for r in lost])
                 history.append(path, lost)
+                for record in lost:  # the FAIL event their START never got
+                    self.lineage.finish(record)
 
     def _after(self, record: RunRecord) -> None:
+        """After the work: its record in the history, its metrics out."""
         self.records.append(record)
         path = history.spec_history_path(self.spec)
         if path is not None:
             history.append(path, [record])
+        self.metrics.observe(record)
+        self.lineage.finish(record)
 
 
 def _fields(options: RunOptions) -> dict[str, Any]:

@@ -359,3 +359,32 @@ def test_paths_keep_their_references_unset_where_the_spec_is_rendered(secret_spe
     config_map, app = documents(out)
     assert 'path: "s3://${env:BUCKET}/warehouse/orders"' in config_map["data"]["orders.yaml"]
     assert {e["name"] for e in app["spec"]["driver"]["env"]} == {"BUCKET", "PG_PASSWORD"}
+
+
+def test_a_metrics_port_gives_the_driver_the_port_and_prometheus_scrape_annotations(
+    secret_spec, tmp_path
+):
+    code, plain = render(str(secret_spec), "--image", "runner:1")
+    assert code == 0, plain
+    secret_spec.write_text(SECRET_SPEC + "metrics: {port: 9464}\n")
+    code, out = render(str(secret_spec), "--image", "runner:1")
+    assert code == 0, out
+    driver, executor = (documents(out)[1]["spec"][role] for role in ("driver", "executor"))
+    assert driver["ports"] == [{"name": "metrics", "containerPort": 9464, "protocol": "TCP"}]
+    scrape = {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": "9464",
+        "prometheus.io/path": "/metrics",
+    }
+    assert scrape.items() <= driver["annotations"].items()
+    assert "runner.dev/spec-sha256" in driver["annotations"]
+    # only the driver serves the metrics; without a port, no pod is scraped
+    assert "ports" not in executor and not scrape.keys() & executor["annotations"].keys()
+    before = documents(plain)[1]["spec"]["driver"]
+    assert "ports" not in before and not scrape.keys() & before["annotations"].keys()
+    manifest = tmp_path / "orders.yaml"
+    manifest.write_text(out)
+    assert render("--check", str(manifest)) == (
+        0,
+        f"{manifest}: ok (ConfigMap/orders-v2-spec, SparkApplication/orders-v2)\n",
+    )

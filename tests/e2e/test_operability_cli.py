@@ -1,0 +1,105 @@
+"""What operators see of real `runner run` processes: the metrics a Pushgateway receives (and
+a run with nothing new replacing them with zeros), the textfile, the OpenLineage events of
+each run with its parent, and the run history."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.lineage_collector import Collector
+
+ROOT = Path(__file__).resolve().parents[2]
+PARENT_RUN = str(uuid.uuid4())
+
+
+def _metrics(url: str, pipeline: str) -> dict[tuple[str, str], float]:
+    """The pipeline's samples on the Pushgateway, by (name, the outcome or stage label)."""
+    text = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.labels.get("pipeline") == pipeline and sample.name.startswith("runner_"):
+                label = sample.labels.get("outcome") or sample.labels.get("stage") or ""
+                found[(sample.name, label)] = sample.value
+    return found
+
+
+@pytest.mark.e2e
+def test_runs_push_metrics_send_lineage_and_leave_history(tmp_path, pushgateway):
+    shutil.copytree(
+        ROOT / "pipelines", tmp_path / "pipelines", ignore=shutil.ignore_patterns("warehouse")
+    )
+    spec_file = tmp_path / "pipelines" / "quickstart.yaml"
+    spec = yaml.safe_load(spec_file.read_text())
+    spec["sources"][0]["incremental"] = "new_files"
+    spec["metrics"] = {"pushgateway": pushgateway, "textfile": "metrics/trips.prom"}
+    spec_file.write_text(yaml.safe_dump(spec, sort_keys=False))
+    collector = Collector()
+    env = {
+        **os.environ,
+        "OPENLINEAGE_URL": collector.url,
+        "OPENLINEAGE_PARENT_ID": f"airflow/nightly.load_trips/{PARENT_RUN}",
+    }
+
+    def run() -> subprocess.CompletedProcess:
+        done = subprocess.run(
+            [sys.executable, "-m", "runner", "run", str(spec_file)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done
+
+    run()
+    pushed = _metrics(pushgateway, "trips")
+    assert pushed[("runner_rows_total", "inserted")] == 400
+    assert pushed[("runner_rows_total", "read")] == 420
+    assert pushed[("runner_last_run_outcome", "committed")] == 1
+    assert pushed[("runner_table_version", "")] == 1
+    assert pushed[("runner_table_buckets", "")] == 80  # 16 in each of 5 partitions
+    assert pushed[("runner_written_bytes_total", "")] > 0
+    success = pushed[("runner_last_success_timestamp_seconds", "")]
+    textfile = (tmp_path / "pipelines" / "metrics" / "trips.prom").read_text()
+    assert 'runner_rows_total{outcome="inserted",pipeline="trips"' in textfile
+
+    assert "nothing new" in run().stdout
+    pushed = _metrics(pushgateway, "trips")
+    assert pushed[("runner_rows_total", "inserted")] == 0  # zeros, not the last run's
+    assert pushed[("runner_last_run_outcome", "nothing_new")] == 1
+    assert pushed[("runner_last_run_outcome", "committed")] == 0
+    assert pushed[("runner_last_success_timestamp_seconds", "")] > success
+
+    events = collector.events
+    assert [e["eventType"] for e in events] == ["START", "COMPLETE", "START", "COMPLETE"]
+    assert events[0]["run"]["runId"] == events[1]["run"]["runId"] != events[2]["run"]["runId"]
+    complete = events[1]
+    assert complete["job"]["name"] == "trips"
+    assert complete["run"]["facets"]["parent"]["run"]["runId"] == PARENT_RUN
+    assert complete["inputs"][0]["name"].endswith("pipelines/data/trips")
+    (output,) = complete["outputs"]
+    assert output["name"].endswith("pipelines/warehouse/trips")
+    fields = {f["name"] for f in output["facets"]["schema"]["fields"]}
+    assert {"trip_id", "city", "fare", "_record_key"} <= fields
+    assert output["outputFacets"]["outputStatistics"]["rowCount"] == 400
+
+    shown = subprocess.run(
+        [sys.executable, "-m", "runner", "history", str(spec_file), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    records = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert [r["outcome"] for r in records] == ["nothing_new", "committed"]
