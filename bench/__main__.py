@@ -182,7 +182,7 @@ def main() -> None:
     if args.only in (None, "mor", "change-feed"):  # delta-spark MERGE as a peer, if it can be
         jars, extra_conf = delta_spark_jars()
         conf.update(extra_conf)
-    spark = spark_session(SparkSettings(master="local[2]", conf=conf), "bench", False, jars=jars)
+    spark = spark_session(SparkSettings(master="local[2]", conf=conf), "bench", jars=jars)
     with tempfile.TemporaryDirectory(prefix="runner-bench-") as tmp:
         results = []
         if args.only in (None, "write"):

@@ -53,7 +53,7 @@ def main() -> None:
         )
 
     settings = SparkSettings(master="local[2]", conf={"spark.ui.enabled": "false"})
-    spark = spark_session(settings, "bulk-profile", False)
+    spark = spark_session(settings, "bulk-profile")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         write_source(work / "src", args.rows, seed=1)

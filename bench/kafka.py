@@ -369,7 +369,7 @@ def spark_parquet(bootstrap: str, out: str) -> float:
     from runner.spec.model import SparkSettings
 
     jars = kafka().jars("bench", False)
-    spark = spark_session(SparkSettings(master=MASTER), "bench-kafka", False, jars=jars)
+    spark = spark_session(SparkSettings(master=MASTER), "bench-kafka", jars=jars)
     start = time.perf_counter()
     records = (
         spark.read.format("kafka")

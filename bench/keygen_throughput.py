@@ -188,7 +188,6 @@ def main() -> None:
     spark = spark_session(
         SparkSettings(master="local[2]", conf={"spark.ui.enabled": "false"}),
         "keygen-bench",
-        console_progress=False,
     )
     df = rows(spark, args.rows)
     df.count()

@@ -22,14 +22,17 @@ def configure(level: str = "info", json_logs: bool | None = None) -> None:
         if json_logs
         else structlog.dev.ConsoleRenderer(colors=False)
     )
+    processors: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _scrub_secrets,
+        renderer,
+    ]
+    if sys.stderr.isatty():
+        processors.append(_over_progress_line)
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            _scrub_secrets,
-            renderer,
-        ],
+        processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.getLevelNamesMapping()[level.upper()]
         ),
@@ -41,6 +44,12 @@ def configure(level: str = "info", json_logs: bool | None = None) -> None:
 def _scrub_secrets(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
     """No resolved `${env:NAME}` value reaches a log line, whatever logged it."""
     return {k: scrub(v) if isinstance(v, str) else v for k, v in event.items()}
+
+
+def _over_progress_line(_logger: Any, _method: str, line: str) -> str:
+    """On a terminal, a log line replaces the progress line runner/progress.py may have
+    left there (it is drawn again below), instead of running on after it."""
+    return "\r\x1b[K" + line
 
 
 def start_run() -> str:

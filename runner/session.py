@@ -54,12 +54,7 @@ def java_problem() -> str | None:
     return None
 
 
-def spark_session(
-    settings: SparkSettings,
-    app_name: str,
-    console_progress: bool,
-    jars: Sequence[str] = (),
-) -> SparkSession:
+def spark_session(settings: SparkSettings, app_name: str, jars: Sequence[str] = ()) -> SparkSession:
     """Start (or join, under spark-submit) the SparkSession for a run.
 
     Locally the spec's master and conf apply, and `jars` (JDBC drivers) join spark.jars.
@@ -85,7 +80,9 @@ def spark_session(
     java_opts = f"-Dlog4j2.configurationFile=file:{log4j}"
     defaults = {
         "spark.driver.extraJavaOptions": java_opts,
-        "spark.ui.showConsoleProgress": str(console_progress).lower(),
+        # runner/progress.py shows the work's progress, with its stage: Spark's own bar
+        # would fight its line (a spec's spark.conf may still turn it on)
+        "spark.ui.showConsoleProgress": "false",
         # Partition paths from timestamps must not depend on the laptop's time zone.
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": "8",

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 SHOWN_SKIPPED = 5
+
+# Told of each stage as it starts (True) and ends (False): runner/progress.py shows the
+# stage a long run is in. A listener must not raise: it runs inside the run's stages.
+StageListener = Callable[[str, bool], None]
 
 
 @dataclass
@@ -22,6 +26,7 @@ class Stages:
     seconds add up to the run's time."""
 
     seconds: dict[str, float] = field(default_factory=dict)
+    listeners: list[StageListener] = field(default_factory=list, repr=False, compare=False)
     _nested: list[float] = field(default_factory=list, repr=False)  # per open stage
 
     @contextmanager
@@ -29,6 +34,7 @@ class Stages:
         start = time.perf_counter()
         self.seconds.setdefault(name, 0.0)  # in the order the stages started
         self._nested.append(0.0)
+        self._tell(name, True)
         try:
             yield
         finally:
@@ -37,6 +43,11 @@ class Stages:
             self.seconds[name] = round(self.seconds.get(name, 0.0) + elapsed - inner, 3)
             if self._nested:
                 self._nested[-1] += elapsed
+            self._tell(name, False)
+
+    def _tell(self, name: str, started: bool) -> None:
+        for listener in tuple(self.listeners):  # one may leave as the stage ends
+            listener(name, started)
 
 
 @dataclass

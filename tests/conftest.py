@@ -64,7 +64,6 @@ def spark():
     session = spark_session(
         SparkSettings(master="local[2]", conf={**conf, **(DELTA_SPARK_CONF if delta else {})}),
         app_name="tests",
-        console_progress=False,
         jars=([jar] if jar else []) + delta + s3 + kafka,
     )
     yield session

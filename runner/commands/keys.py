@@ -41,7 +41,7 @@ def key_lines(
     else:
         target, shown = target_from_properties(parse_properties(properties), buckets)
         settings, name = SparkSettings(), "properties"
-    spark = spark_session(settings, f"{name}-keys", console_progress=False)
+    spark = spark_session(settings, f"{name}-keys")
     results = preview_keys(spark, target, records, schema, shown)
     return render(
         r if "error" in r or shown is not None else {**r, "bucket": None} for r in results

@@ -27,7 +27,9 @@ def batch_app_id(spec: PipelineSpec, batch_id: str) -> str:
 @dataclass(frozen=True)
 class RunOptions:
     """How the caller runs the pipeline. `checkpoint` (VALUE, or NAME=VALUE per source) and
-    `ignore_checkpoint` replace the checkpoints the table holds, for a reset or a chosen start."""
+    `ignore_checkpoint` replace the checkpoints the table holds, for a reset or a chosen start.
+    `console_progress`: the caller is at a terminal, so the run's progress is a line on
+    stderr rewritten in place, not log events (runner/progress.py)."""
 
     console_progress: bool = False
     batch_id: str | None = None

@@ -95,9 +95,7 @@ def _start_spark(ctx: RunContext, spark: SparkSession | None) -> SparkSession:
     if automatic(ctx.target):
         jars += table_reading_jars(ctx.table)
     jars += connector_jars(spec.sources, under_spark_submit())
-    spark = spark or spark_session(
-        spec.spark, spec.name, ctx.options.console_progress, jars=list(dict.fromkeys(jars))
-    )
+    spark = spark or spark_session(spec.spark, spec.name, jars=list(dict.fromkeys(jars)))
     if on_s3:
         s3_connector.enable(spark, on_s3[1].settings, on_s3[0])
     return spark

@@ -50,6 +50,7 @@ from runner.pipeline.quality import FATE, bucket_counts_and_verdicts
 from runner.pipeline.remerge import Remerge
 from runner.pipeline.winners import single_pass
 from runner.pipeline.write_stage import MergeInput, write_buckets, write_bulk
+from runner.progress import Progress
 from runner.sources.bad_input import reading
 from runner.sources.file_rows import why_spark_sends_rows
 from runner.spec.model import PipelineSpec
@@ -75,6 +76,14 @@ def run_pipeline(
     caller records it (runner/observe/observed.py).
     """
     ctx = RunContext.start(spec, options or RunOptions())
+    # attached here, so a Stages the caller gives (RunOptions.stages) shows progress too
+    with Progress.start("run", spec.name, tty=ctx.options.console_progress) as progress:
+        progress.follow(ctx.stages)
+        return _run(ctx, spark)
+
+
+def _run(ctx: RunContext, spark: SparkSession | None) -> RunSummary:
+    spec = ctx.spec
     log.info(
         "run_started",
         pipeline=spec.name,

@@ -35,6 +35,7 @@ from runner.delta.table_config import check_table_settings
 from runner.delta.transaction import BucketClash, Commit, CompactionRule, Resolver, commit
 from runner.errors import CommitConflictError, UserError
 from runner.index.naming import new_instant
+from runner.progress import Progress
 from runner.session import spark_session
 from runner.spec.model import CompactionSpec, PipelineSpec
 from runner.storage.in_flight import in_flight
@@ -151,7 +152,9 @@ def compact_table(
 ) -> CompactSummary:
     """Plan from the Delta log; unless dry_run (or nothing to do), start Spark and fold.
 
-    `only_due`: only buckets past target.compaction's thresholds (the after-commit run)."""
+    `only_due`: only buckets past target.compaction's thresholds (the after-commit run).
+    Its progress shows as runner/progress.py says: a line rewritten in place when
+    `console_progress`, else log events."""
     target = spec.target
     snapshot = open_table(target.path)
     if snapshot is None:
@@ -164,8 +167,9 @@ def compact_table(
     if dry_run or not buckets:
         return summary
     check_log_writable(snapshot.location, "runner compact")  # before any work
-    spark = spark or spark_session(spec.spark, f"{spec.name}-compact", console_progress)
-    return run_compaction(spark, snapshot, buckets, summary)
+    with Progress.start("compact", spec.name, tty=console_progress):
+        spark = spark or spark_session(spec.spark, f"{spec.name}-compact")
+        return run_compaction(spark, snapshot, buckets, summary)
 
 
 def _count_inputs(summary: CompactSummary, buckets: Sequence[BucketState]) -> None:

@@ -40,6 +40,7 @@ from runner.errors import RunnerError, UserError
 from runner.index.bucket import layout_bucket_column
 from runner.index.layout import PARTITION_BUCKETS
 from runner.index.naming import new_file_id, new_instant
+from runner.progress import Progress
 from runner.services.expansion_plan import (
     ExpansionPlan,
     buckets_over,
@@ -296,7 +297,8 @@ def expand_table(
     console_progress: bool = False,
 ) -> tuple[ExpansionPlan, ExpandSummary | None]:
     """`runner expand`: plan from the Delta log; unless a dry run, do it with `spark`, or a
-    session it starts (with Spark's console progress bar when `console_progress`)."""
+    session it starts, showing its progress (runner/progress.py: a line rewritten in place
+    when `console_progress`, else log events)."""
     target = spec.target
     snapshot = open_table(target.path)
     if snapshot is None:
@@ -306,13 +308,11 @@ def expand_table(
     log.info("expansion_planned", **{k: v for k, v in plan.to_dict().items() if k != "partitions"})
     if request.dry_run:
         return plan, None
-    spark = spark or spark_session(
-        spec.spark,
-        f"{spec.name}-expand",
-        console_progress,
-        jars=table_reading_jars(snapshot.location),
-    )
-    return plan, run_expansion(spark, snapshot, target, plan)
+    with Progress.start("expand", spec.name, tty=console_progress):
+        spark = spark or spark_session(
+            spec.spark, f"{spec.name}-expand", jars=table_reading_jars(snapshot.location)
+        )
+        return plan, run_expansion(spark, snapshot, target, plan)
 
 
 def _reading(location: TableLocation) -> str:

@@ -129,12 +129,13 @@ def test_the_textfile_holds_the_metrics_and_a_failed_run_keeps_the_last_success(
 
 
 def test_a_textfile_that_cannot_be_written_is_a_warning(tmp_path):
-    path = tmp_path / "no-such-dir" / "trips.prom"
+    (tmp_path / "blocker").write_text("a file where the textfile's directory would be")
+    path = tmp_path / "blocker" / "trips.prom"
     metrics = PipelineMetrics("trips", TABLE, MetricsSpec(textfile=str(path)))
     with structlog.testing.capture_logs() as events:
         metrics.observe(COMMITTED)
     assert [e["event"] for e in events] == ["metrics_textfile_failed"]
-    assert events[0]["path"] == str(path) and not path.parent.exists()
+    assert events[0]["path"] == str(path) and not path.exists()
 
 
 # ---------------------------------------------------------------- the HTTP endpoint
