@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import structlog
 
 from runner import logs
+from runner.errors import UserError
 from runner.index.naming import new_instant
 from runner.observe import history
 from runner.observe.lineage import Lineage
@@ -144,9 +145,17 @@ class Observer:
             sources=tuple(s.name for s in self.spec.sources),
         )
 
+    def _history(self) -> str | None:
+        """The spec's history table; None when it is off or has no place (a warning)."""
+        try:
+            return history.spec_history_path(self.spec)
+        except UserError as problem:
+            log.warning("history_not_written", error=str(problem))
+            return None
+
     def _before(self, started: dt.datetime) -> None:
         """Before the work: record the pipeline's writers that were killed."""
-        path = history.spec_history_path(self.spec)
+        path = self._history()
         if path is not None:
             lost = history.interrupted(self.spec, path, spec_hash(self.spec.file), started)
             if lost:
@@ -158,7 +167,7 @@ class Observer:
     def _after(self, record: RunRecord) -> None:
         """After the work: its record in the history, its metrics out."""
         self.records.append(record)
-        path = history.spec_history_path(self.spec)
+        path = self._history()
         if path is not None:
             history.append(path, [record])
         self.metrics.observe(record)

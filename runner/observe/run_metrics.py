@@ -5,7 +5,7 @@ Names follow Prometheus' conventions: the `runner_` prefix, base units (seconds,
 `_total` on counters. Every metric has the labels `pipeline` and `table`; a metric's own
 label, if any, takes its values from a fixed vocabulary (row outcomes, run outcomes, stage
 names) or from the spec (expectation names), never from the data. runner/observe/metrics.py
-accumulates runs and sends them out; docs/operating-metrics.md explains them to users.
+accumulates runs and sends them out; docs/operating.md explains them to users.
 """
 
 from __future__ import annotations
