@@ -12,7 +12,7 @@ import datetime as dt
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from runner.spec.secrets import scrub
 from runner.summary import RunSummary
@@ -33,15 +33,7 @@ Outcome = Literal[
     "failed",
     "interrupted",
 ]
-OUTCOMES: tuple[Outcome, ...] = (
-    "committed",
-    "done",
-    "nothing_new",
-    "nothing_to_do",
-    "already_committed",
-    "failed",
-    "interrupted",
-)
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 MESSAGE_CHARS = 500  # an error's message is kept to its first line, cut at this length
 
 
