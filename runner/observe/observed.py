@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
@@ -67,8 +67,7 @@ class Observer:
         started = now()
         stages = Stages()
         run_id = self._start()
-        identity = {"run_id": run_id, "instant": new_instant(), "stages": stages}
-        chosen = RunOptions(**{**_fields(options), **identity})
+        chosen = replace(options, run_id=run_id, instant=new_instant(), stages=stages)
         self._before(started)
         self.lineage.start(run_id, started)
         try:
@@ -174,23 +173,12 @@ class Observer:
         self.lineage.finish(record)
 
 
-def _fields(options: RunOptions) -> dict[str, Any]:
-    return {name: getattr(options, name) for name in RunOptions.__dataclass_fields__}
-
-
 def expansion_figures(done: ExpandSummary) -> dict[str, Any]:
-    return {
-        "outcome": "committed" if done.version is not None else "nothing_to_do",
-        "instant": done.instant,
-        "version": done.version,
-        "rows_read": done.rows,
-        "files_added": done.files_written,
-        "files_removed": done.files_read,
-        "bytes_written": done.bytes_written,
-    }
+    return {**compaction_figures(done), "instant": done.instant}
 
 
-def compaction_figures(done: CompactSummary) -> dict[str, Any]:
+def compaction_figures(done: CompactSummary | ExpandSummary) -> dict[str, Any]:
+    """A rewrite's figures: the files it read and replaced, the ones it wrote."""
     return {
         "outcome": "committed" if done.version is not None else "nothing_to_do",
         "version": done.version,
