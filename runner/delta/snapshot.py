@@ -33,6 +33,10 @@ class DataFile:
     # MERGE_ON_READ tables only: the rows deletion vectors delete, and the stats as logged
     deletion_vector: DeletionVector | None = None
     stats: str | None = None
+    # the least and greatest `_record_key` of the file's rows (Delta's statistics; None
+    # without them): which of a bucket's file groups can hold a key, with no read
+    min_key: str | None = None
+    max_key: str | None = None
 
     @property
     def deleted_records(self) -> int:
@@ -110,6 +114,8 @@ class TableSnapshot:
                     file_id=name.file_id,
                     deletion_vector=add.deletion_vector if add else None,
                     stats=add.stats if add else None,
+                    min_key=row.get("min._record_key"),
+                    max_key=row.get("max._record_key"),
                 )
             )
         return files

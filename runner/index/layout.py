@@ -44,6 +44,11 @@ class BucketLayout:
     def count_for(self, partition_path: str) -> int:
         return self.partitions.get(partition_path, self.default)
 
+    def bucket_of(self, partition_path: str, hash_value: int) -> int:
+        """The bucket of a row of this partition whose index fields hash to `hash_value`
+        (runner/index/string_hash.py): what the Spark expression computes for the writers."""
+        return hash_value % self.count_for(partition_path)  # Python's % is pmod here
+
     def with_counts(self, counts: Mapping[str, int], default: int | None = None) -> BucketLayout:
         """A new layout: `counts` for the named partitions, `default` (when given) for the
         rest. Partitions whose count equals the default are not listed."""

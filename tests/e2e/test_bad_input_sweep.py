@@ -18,6 +18,7 @@ import pytest
 import yaml
 from deltalake import write_deltalake
 
+from runner.observe.history import read as read_history
 from runner.pipeline.run import run_pipeline
 from runner.spec import load_spec
 from tests.helpers import file_bytes
@@ -438,7 +439,7 @@ def test_a_full_file_system_fails_in_one_line_and_keeps_the_table(work, spark, t
         wide = _json_source(tmp_path / "big", big, "id long, city string, v long, pad string")
         done = _run(work, "full", _spec(wide, disk / "table"))
         _check(done, 1, "No space left on device")
-        assert file_bytes(disk) == before
+        _assert_table_kept_and_failure_recorded(disk, before)
     finally:
         subprocess.run(["umount", str(disk)], check=True)
 
@@ -496,6 +497,19 @@ def test_a_password_written_in_the_spec_is_refused_and_never_printed(work, jdbc,
     assert SECRET not in done.stdout + done.stderr
 
 
+def _assert_table_kept_and_failure_recorded(disk: Path, before: dict[str, bytes]) -> None:
+    """Nothing under the disk changed but the run history beside the table, whose last
+    record is the failure (written once the failed run has removed its partial files)."""
+    history = "_runner_history/"
+    after = file_bytes(disk)
+    assert {k: v for k, v in after.items() if not k.startswith(history)} == {
+        k: v for k, v in before.items() if not k.startswith(history)
+    }
+    newest = read_history(str(disk / "_runner_history" / "table"))[0]
+    assert newest["outcome"] == "failed", newest
+    assert "No space left on device" in newest["error_message"]
+
+
 @pytest.mark.parametrize("command", ["expand", "compact"])
 def test_table_services_on_a_full_file_system_fail_in_one_line(work, spark, tmp_path, command):
     """An expansion or a compaction that runs out of space ends with one line, exit 1,
@@ -526,6 +540,6 @@ def test_table_services_on_a_full_file_system_fail_in_one_line(work, spark, tmp_
             timeout=300,
         )
         _check(done, 1, "No space left on device")
-        assert file_bytes(disk) == before
+        _assert_table_kept_and_failure_recorded(disk, before)
     finally:
         subprocess.run(["umount", str(disk)], check=True)

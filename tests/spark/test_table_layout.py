@@ -338,3 +338,17 @@ def test_a_url_as_partition_value_is_quarantined_or_escaped(spark, tmp_path):
     run_pipeline(load_spec(encoded), spark=spark)
     paths = set(read_table(tmp_path / "encoded")["_partition_path"])
     assert paths == {"city=https%3A%2F%2Fexample.com", "city=ok"}
+
+
+def test_the_python_bucket_hash_is_sparks(spark):
+    """`runner read --key` computes buckets without a JVM: its hash equals Spark's `hash`
+    on strings of every tail length, multi-byte characters, empty strings and nulls."""
+    from pyspark.sql import functions as F
+
+    from runner.index.string_hash import spark_string_hash
+
+    values = ["", "a", "ab", "abc", "abcd", "abcde", "é", "漢字", "id:5,city:x", "x" * 33, None]
+    rows = [(a, b) for a in values for b in ("k", None, "ünï")]
+    frame = spark.createDataFrame(rows, "a string, b string")
+    got = frame.select("a", "b", F.hash("a", "b").alias("h")).collect()
+    assert {(r.a, r.b): r.h for r in got} == {(a, b): spark_string_hash((a, b)) for a, b in rows}
