@@ -7,7 +7,8 @@
                                 to appear, then go on (a test runs another writer meanwhile)
 
 Points: keyed (the batch is read and keyed, nothing written), after_bucket_file (on an
-executor, a bucket file is complete), after_deletion_vector (on an executor, a bucket's
+executor, a bucket file is complete), after_group_split (on an executor, the files of the
+file groups a rewrite split off are complete), after_deletion_vector (on an executor, a bucket's
 deletion vector file is written), before_commit (every file written), log_entry_written
 (a log entry the runner writes itself is complete under a temporary name, not yet
 published), after_commit (committed, the run not yet finished). Used by the tests to prove

@@ -16,11 +16,11 @@ from pyspark.sql import Row
 from runner.delta.log_entry import NewFile
 from runner.delta.snapshot import DataFile, Group
 from runner.spec.model import Target
-from runner.write.bucket_write import replaced_files
+from runner.write.bucket_write import replaced_files, written_files
 
 
 def new_files(results: Sequence[Row]) -> list[NewFile]:
-    return [NewFile(r.path, r.size, r.stats) for r in results if r.path]
+    return [f for r in results for f in written_files(r)]
 
 
 def change_feed_needed(results: Sequence[Row], stored: Mapping[Group, Sequence[DataFile]]) -> bool:
@@ -68,8 +68,8 @@ def write_figures(
         "change_data_files": len(change_data),
         "buckets_touched": len({(r.partition_path, r.bucket) for r in changed_rows}),
         "table_type": target.table_type,
-        "buckets_rewritten": sum(
-            1 for r in changed_rows if r.rewritten and (r.partition_path, r.bucket) in stored
+        "buckets_rewritten": len(
+            {(r.partition_path, r.bucket) for r in changed_rows if r.rewritten} & set(stored)
         ),
         "buckets_with_deletion_vectors": sum(1 for r in changed_rows if r.deletion_vectors),
         "partitions_touched": len({r.partition_path for r in changed_rows}),

@@ -33,7 +33,7 @@ from runner.pipeline.winners import (
 )
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH
 from runner.storage.parquet_rows import ParquetRows
-from runner.write.bucket_write import WriteRequest, bucket_write
+from runner.write.bucket_write import WriteRequest, bucket_write, written_files
 from runner.write.bulk_writer import BULK_RESULT_SCHEMA, BulkJob
 from runner.write.driver_merge import mark_candidates, write_on_driver
 from runner.write.field_merge import merger_error_in
@@ -73,6 +73,7 @@ def write_buckets(
         merge=merge_settings(target),
         change_feed=plan.change_feed,
         fault=faults.requested(),
+        file_group_bytes=None if target.cdc is not None else target.index.file_group_bytes,
     )
     job = bucket_write(target).job(request)
     if plan.on_driver:
@@ -93,8 +94,8 @@ def write_buckets(
             if theirs is None:
                 raise
             raise theirs from failure
-    written_files = [r for r in results if r.path]
-    log.info("files_written", files=len(written_files), bytes=sum(r.size for r in written_files))
+    added = [f for r in results for f in written_files(r)]
+    log.info("files_written", files=len(added), bytes=sum(f.size for f in added))
     return results
 
 
@@ -118,7 +119,7 @@ def rewrite_buckets(
         path
         for r in results
         if _group(r) in again
-        for path in (r.path, r.dv_path, r.cdc_path)
+        for path in (*(f.path for f in written_files(r)), r.dv_path, r.cdc_path)
         if path
     ]
     remove_files(ctx.table, superseded)

@@ -18,6 +18,7 @@ and `compact_if_due` the run's after-commit step.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Sequence
@@ -42,6 +43,7 @@ from runner.storage.in_flight import in_flight
 from runner.storage.location import writing
 from runner.summary import human_size
 from runner.write.compact_writer import BUCKETS_SCHEMA, CompactJob
+from runner.write.file_groups import FileGroup, file_groups
 from runner.write.regroup_writer import REGROUP_RESULT_SCHEMA
 from runner.write.uncommitted import remove_files, remove_uncommitted
 
@@ -54,6 +56,13 @@ class BucketState:
 
     group: Group
     files: tuple[DataFile, ...]
+    group_bytes: int | None = None  # its file groups' target size; None: one per bucket
+
+    @property
+    def units(self) -> list[FileGroup]:
+        """Its file groups (runner/write/file_groups.py), or the bucket as one."""
+        groups = file_groups(self.files)
+        return groups if self.group_bytes else [FileGroup("", self.files, None)]
 
     @property
     def deleted_rows(self) -> int:
@@ -64,13 +73,37 @@ class BucketState:
         return sum(f.num_records for f in self.files)
 
     def needs_compaction(self) -> bool:
-        return len(self.files) > 1 or self.deleted_rows > 0
+        """A file group with delta files (or a bucket whose files overlap: one unit), deleted
+        rows, or two neighbouring groups far below the target size (together at most half
+        of it: a split's two halves are left alone)."""
+        units = self.units
+        small = self.group_bytes is not None and any(
+            a.size + b.size <= self.group_bytes // 2 for a, b in itertools.pairwise(units)
+        )
+        return any(len(u.files) > 1 for u in units) or self.deleted_rows > 0 or small
 
     def past(self, limits: CompactionSpec) -> bool:
         return (
-            len(self.files) >= limits.max_delta_files
+            max(len(u.files) for u in self.units) >= limits.max_delta_files
             or self.deleted_rows > limits.max_deleted_fraction * self.stored_rows
         )
+
+    def job_row(self) -> dict[str, Any]:
+        """Its row for the compaction job (runner/write/compact_writer.py BUCKETS_SCHEMA)."""
+        logged = [
+            {
+                "path": f.path,
+                "deletionVector": f.deletion_vector.to_log() if f.deletion_vector else None,
+            }
+            for f in self.files
+        ]
+        return {
+            "partition_path": self.group[0],
+            "bucket": self.group[1],
+            "file_id": self.units[0].file_id or self.files[0].file_id,
+            "files": json.dumps(logged),
+            "bytes_per_row": sum(f.size for f in self.files) / max(self.stored_rows, 1),
+        }
 
 
 @dataclass
@@ -122,9 +155,11 @@ def plan_compaction(
     snapshot: TableSnapshot,
     partitions: Sequence[str] = (),
     limits: CompactionSpec | None = None,
+    group_bytes: int | None = None,
 ) -> list[BucketState]:
-    """The buckets to fold: every bucket with several files or deleted rows (in
-    `partitions` when given), or with `limits`, only those past a threshold."""
+    """The buckets to fold: every bucket with a file group of several files, deleted rows
+    or small neighbouring groups (in `partitions` when given), or with `limits`, only those
+    past a threshold. `group_bytes`: the file groups' target size (None: a bucket is one)."""
     known = {f.partition_path for f in snapshot.files()}
     unknown = [p for p in partitions if p not in known]
     if unknown:
@@ -133,7 +168,7 @@ def plan_compaction(
             f"partitions: {', '.join(sorted(known)[:10]) or 'none'})"
         )
     buckets = [
-        BucketState(group, tuple(files))
+        BucketState(group, tuple(files), group_bytes)
         for group, files in sorted(snapshot.files_by_group().items())
         if not partitions or group[0] in partitions
     ]
@@ -160,7 +195,9 @@ def compact_table(
     if snapshot is None:
         raise UserError(f"no table at {target.path} yet: run the pipeline first")
     check_table_settings(spec.file, target, snapshot.configuration)
-    buckets = plan_compaction(snapshot, partitions, target.compaction if only_due else None)
+    group_bytes = None if target.cdc is not None else target.index.file_group_bytes
+    limits = target.compaction if only_due else None
+    buckets = plan_compaction(snapshot, partitions, limits, group_bytes)
     summary = CompactSummary(target.path, dry_run)
     _count_inputs(summary, buckets)
     log.info("compaction_planned", buckets=summary.buckets, files=summary.files_read)
@@ -169,7 +206,7 @@ def compact_table(
     check_log_writable(snapshot.location, "runner compact")  # before any work
     with Progress.start("compact", spec.name, tty=console_progress):
         spark = spark or spark_session(spec.spark, f"{spec.name}-compact")
-        return run_compaction(spark, snapshot, buckets, summary)
+        return run_compaction(spark, snapshot, buckets, summary, group_bytes)
 
 
 def _count_inputs(summary: CompactSummary, buckets: Sequence[BucketState]) -> None:
@@ -185,35 +222,26 @@ def run_compaction(
     snapshot: TableSnapshot,
     buckets: list[BucketState],
     summary: CompactSummary,
+    group_bytes: int | None = None,
 ) -> CompactSummary:
+    """Fold `buckets` in one Spark job and commit them; `group_bytes`: the target size of
+    the file groups their rows are cut into (None: one file per bucket)."""
     started = time.perf_counter()
     instant = new_instant()
     _count_inputs(summary, buckets)
-    rows = [
-        {
-            "partition_path": b.group[0],
-            "bucket": b.group[1],
-            "file_id": b.files[0].file_id,
-            "files": json.dumps(
-                [
-                    {
-                        "path": f.path,
-                        "deletionVector": f.deletion_vector.to_log() if f.deletion_vector else None,
-                    }
-                    for f in b.files
-                ]
-            ),
-        }
-        for b in buckets
-    ]
+    rows = [b.job_row() for b in buckets]
     shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
     frame = spark.createDataFrame(rows, from_arrow_schema(BUCKETS_SCHEMA))
     frame = frame.repartition(max(1, min(len(rows), shuffle)))
-    job = CompactJob(snapshot.location, instant, snapshot.arrow_schema(), faults.requested())
+    job = CompactJob(
+        snapshot.location, instant, snapshot.arrow_schema(), faults.requested(), group_bytes
+    )
     with writing(snapshot.uri), in_flight(snapshot.location, instant, "compaction"):
         try:
             results = frame.mapInArrow(job, from_arrow_schema(REGROUP_RESULT_SCHEMA)).collect()
-            written = {(r.partition_path, r.bucket): r for r in results}
+            written: dict[Group, list[Any]] = {}
+            for r in results:  # one row per file group written
+                written.setdefault((r.partition_path, r.bucket), []).append(r)
             if sum(r.num_records for r in results) != summary.rows:
                 raise CommitConflictError(
                     f"compaction wrote {sum(r.num_records for r in results)} rows for "
@@ -232,7 +260,7 @@ def run_compaction(
 def _commit(
     snapshot: TableSnapshot,
     buckets: list[BucketState],
-    written: dict[Group, Any],
+    written: dict[Group, list[Any]],
     summary: CompactSummary,
     instant: str,
 ) -> int | None:
@@ -247,8 +275,10 @@ def _commit(
             metadata={"operation": "compact", "instant": instant, "buckets": len(pending)},
             added=tuple(
                 NewFile(r.path, r.size, r.stats)
-                for g, r in written.items()
-                if g in pending and r.path
+                for g, rows in written.items()
+                if g in pending
+                for r in rows
+                if r.path
             ),
             removed=tuple(f for b in pending.values() for f in b.files),
             buckets=frozenset(pending),
@@ -259,8 +289,7 @@ def _commit(
         for group in clash.buckets:
             del pending[group]
             summary.buckets_dropped.append(f"{group[0] or '<root>'}#{group[1]}")
-            if written[group].path:
-                remove_files(clash.latest.location, [written[group].path])
+            remove_files(clash.latest.location, [r.path for r in written[group] if r.path])
         log.info("compaction_buckets_dropped", on_version=clash.latest.version, left=len(pending))
         return folding() if pending else None
 

@@ -120,7 +120,7 @@ def _target(target: dict[str, Any], base: Path) -> Target:
         quarantine=_quarantine(target.get("quarantine"), base),
         key_generator=keygen,
         index=IndexSpec(
-            **_given(index, "type"),
+            **_given(index, "type", "file_group_bytes"),
             buckets=index["buckets"],
             hash_fields=field_list(index.get("hash_fields")) or keygen.record_key,
             expansion=ExpansionSpec(**index.get("expansion", {})),

@@ -151,6 +151,8 @@ class IndexSpec:
     hash_fields: tuple[str, ...]
     type: str = "BUCKET_HASH_INDEX"
     expansion: ExpansionSpec = field(default_factory=ExpansionSpec)
+    # a file group's target size inside a bucket (runner/write/file_groups.py)
+    file_group_bytes: int = 128 * 2**20
 
 
 @dataclass(frozen=True)

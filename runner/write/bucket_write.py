@@ -19,7 +19,7 @@ import pyarrow as pa
 from pyspark.sql import Row
 
 from runner.delta.deletion_vectors import DeletionVector
-from runner.delta.log_entry import NewDeletionVector
+from runner.delta.log_entry import NewDeletionVector, NewFile
 from runner.delta.snapshot import DataFile, Group
 from runner.spec.model import Target
 from runner.storage.location import TableLocation
@@ -40,11 +40,12 @@ class WriteRequest:
     table: TableLocation
     instant: str
     file_schema: pa.Schema
-    file_ids: Mapping[Group, str]  # the file group id each bucket's new file carries
+    file_ids: Mapping[Group, str]  # the file group id a new bucket's first file carries
     stored: Mapping[Group, Sequence[DataFile]]  # the bucket's live files
     merge: MergeSettings
     change_feed: bool  # the table keeps Delta's change data feed
     fault: str | None
+    file_group_bytes: int | None  # a file group's target size; None: one group per bucket
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class BucketWrite:
             handles=self.handles,
             change_feed=request.change_feed,
             fault=request.fault,
+            file_group_bytes=request.file_group_bytes,
         )
 
 
@@ -84,12 +86,19 @@ def bucket_write(target: Target) -> BucketWrite:
 def replaced_files(
     results: Sequence[Row], stored: Mapping[Group, Sequence[DataFile]]
 ) -> list[DataFile]:
-    """The stored files the commit removes: every file of each rewritten bucket, and the
-    delta files a merge-on-read bucket folded into its new delta file."""
-    rewritten = [(r.partition_path, r.bucket) for r in results if r.rewritten]
+    """The stored files the commit removes, as each result row names them: every file of
+    each rewritten file group, the delta files a merge-on-read group folded into its new
+    delta file."""
     by_path = {f.path: f for files in stored.values() for f in files}
-    folded = [by_path[path] for r in results if r.folded for path in json.loads(r.folded)]
-    return [f for group in rewritten for f in stored.get(group, [])] + folded
+    return [by_path[path] for r in results if r.replaced for path in json.loads(r.replaced)]
+
+
+def written_files(result: Row) -> list[NewFile]:
+    """The data files a result row's write added: its file group's new file and those of
+    the groups split off it."""
+    first = [NewFile(result.path, result.size, result.stats)] if result.path else []
+    more = json.loads(result.more_files) if result.more_files else []
+    return first + [NewFile(f["path"], f["size"], f["stats"]) for f in more]
 
 
 def new_deletion_vectors(

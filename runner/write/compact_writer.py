@@ -1,30 +1,34 @@
-"""The executor side of a compaction: each bucket's live rows folded into one file.
+"""The executor side of a compaction: each bucket's live rows folded into sorted files, one
+per file group.
 
 A task receives bucket descriptions (one row per bucket: its group and its files with their
 deletion vectors, as JSON), reads each file's live rows with pyarrow, sorts them by key and
-writes one new base file of the bucket's file group. Rows are copied as they are (their
-`_commit_time` and `_commit_seqno` included): a compaction changes no data.
+cuts them into file groups of the target size (runner/write/file_groups.py): the bucket's
+groups come out disjoint and sorted whatever they were, small neighbours merged, large ones
+split. The first group keeps the bucket's first file group id. Rows are copied as they are
+(their `_commit_time` and `_commit_seqno` included): a compaction changes no data.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from runner import faults
 from runner.delta.arrow_read import live_batches
 from runner.delta.deletion_vectors import DeletionVector
-from runner.index.naming import data_file_path
+from runner.index.naming import data_file_path, new_file_id
 from runner.storage.location import TableLocation
 from runner.storage.meta_columns import RECORD_KEY
 from runner.storage.parquet_file import BucketFile
 from runner.write import tombstones
+from runner.write.file_groups import cut_points, sorted_by_key
 from runner.write.regroup_writer import REGROUP_RESULT_SCHEMA
 from runner.write.task import task_token
 
@@ -34,18 +38,21 @@ BUCKETS_SCHEMA = pa.schema(
         pa.field("bucket", pa.int32()),
         pa.field("file_id", pa.string()),
         pa.field("files", pa.string()),  # JSON list of {"path", "deletionVector"}
+        pa.field("bytes_per_row", pa.float64()),  # what a row takes in its stored files
     ]
 )
 
 
 @dataclass(frozen=True)
 class CompactJob:
-    """mapInArrow over BUCKETS_SCHEMA rows; one REGROUP_RESULT_SCHEMA row per bucket."""
+    """mapInArrow over BUCKETS_SCHEMA rows; one REGROUP_RESULT_SCHEMA row per file group
+    written."""
 
     table: TableLocation
     instant: str
     file_schema: pa.Schema
     fault: str | None = None
+    file_group_bytes: int | None = None  # None: one file per bucket (a change feed's table)
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         _, token = task_token()
@@ -57,7 +64,6 @@ class CompactJob:
     def _compact(
         self, fs: pafs.FileSystem, root: str, token: str, bucket: dict[str, Any]
     ) -> pa.RecordBatch:
-        pp, number = bucket["partition_path"], bucket["bucket"]
         files = json.loads(bucket["files"])
         parts = [
             part
@@ -70,22 +76,48 @@ class CompactJob:
                 self.file_schema,
             )
         ]
-        rel = data_file_path(pp, bucket["file_id"], token, self.instant)
-        out = BucketFile(fs, f"{root}/{rel}", self.file_schema)
-        if parts:
-            rows = pa.concat_tables(parts)
-            out.write(rows.take(pc.sort_indices(rows, [(RECORD_KEY, "ascending")])))
-        footer = tombstones.carried(fs, root, [f["path"] for f in files])
-        if footer is not None:  # a change feed's deleted keys stay remembered
-            tombstones.attach(out, footer, (pp, number))
-        written = out.close()
+        rows = sorted_by_key(pa.concat_tables(parts) if parts else self.file_schema.empty_table())
+        keys = rows.column(RECORD_KEY).combine_chunks()
+        cuts = (
+            cut_points(keys, bucket["bytes_per_row"], self.file_group_bytes)
+            if self.file_group_bytes
+            else []
+        )
+        bounds = [0, *cuts, rows.num_rows]
+        written = [
+            self._write(fs, root, token, bucket, rows.slice(start, end - start), index)
+            for index, (start, end) in enumerate(itertools.pairwise(bounds))
+        ]
         faults.maybe_fail("after_bucket_file", self.fault or "")
-        row = {
+        return pa.RecordBatch.from_pylist(written, schema=REGROUP_RESULT_SCHEMA)
+
+    def _write(
+        self,
+        fs: pafs.FileSystem,
+        root: str,
+        token: str,
+        bucket: dict[str, Any],
+        rows: pa.Table,
+        index: int,
+    ) -> dict[str, Any]:
+        """The file of the bucket's `index`-th file group (the first keeps the bucket's
+        first file group id, and a change feed's tombstones); its result row."""
+        pp, number = bucket["partition_path"], bucket["bucket"]
+        file_id = bucket["file_id"] if index == 0 else new_file_id(number)
+        rel = data_file_path(pp, file_id, token, self.instant)
+        out = BucketFile(fs, f"{root}/{rel}", self.file_schema)
+        out.write(rows)
+        if index == 0:
+            paths = [f["path"] for f in json.loads(bucket["files"])]
+            footer = tombstones.carried(fs, root, paths)
+            if footer is not None:  # a change feed's deleted keys stay remembered
+                tombstones.attach(out, footer, (pp, number))
+        closed = out.close()
+        return {
             "partition_path": pp,
             "bucket": number,
-            "path": rel if written else None,  # every row of the bucket was deleted
+            "path": rel if closed else None,  # every row of the bucket was deleted
             "size": out.size,
             "num_records": out.stats.rows,
-            "stats": out.stats.to_json() if written else None,
+            "stats": out.stats.to_json() if closed else None,
         }
-        return pa.RecordBatch.from_pylist([row], schema=REGROUP_RESULT_SCHEMA)

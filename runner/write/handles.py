@@ -28,6 +28,7 @@ of a bucket as a MergeHandle does, with no batch; an expansion writes new bucket
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -39,9 +40,11 @@ import pyarrow as pa
 from runner import faults
 from runner.delta.deletion_vectors import DeletionVectorFile
 from runner.delta.snapshot import DataFile, Group
-from runner.storage.meta_columns import CHANGE_DATA_DIR, COMMIT_SEQNO
+from runner.index.naming import data_file_path, new_file_id
+from runner.storage.meta_columns import CHANGE_DATA_DIR, COMMIT_SEQNO, RECORD_KEY
 from runner.storage.parquet_file import BucketFile, conform
 from runner.write import tombstones
+from runner.write.file_groups import FileGroup, bytes_per_row, cut_points, sorted_by_key
 from runner.write.merge_rules import Merged
 from runner.write.stored_bucket import StoredBucket, small
 from runner.write.task import WriteTask
@@ -56,12 +59,40 @@ class FilePlan:
     with_deletion_vectors: tuple[int, ...]  # keep their place, their dropped rows deleted
 
 
-class BucketOutput:
-    """The new file a handle writes for its bucket (named by the job), and its DV file."""
+# A file group is rewritten sorted, and cut where it passes the target size, when its
+# stored files hold at most this many bytes: its rows are sorted in the task's memory.
+# A larger one (a bucket of an older table) is streamed into one file, as before groups.
+SORTED_REWRITE_MAX_BYTES = 2**30
 
-    def __init__(self, task: WriteTask, group: Group, relative: str):
+
+class BucketOutput:
+    """The new file a handle writes for its file group (named by the job), its DV file,
+    and the files of the groups split off it."""
+
+    def __init__(
+        self,
+        task: WriteTask,
+        group: Group,
+        relative: str,
+        unit: FileGroup | None = None,
+        target_bytes: int | None = None,
+    ):
         self.task, self.group, self.relative = task, group, relative
+        self.unit, self.target_bytes = unit, target_bytes  # target None: groups off
         self.file = BucketFile(task.fs, f"{task.root}/{relative}", task.file_schema)
+
+    @property
+    def sorts(self) -> bool:
+        """Whether a rewrite writes its rows sorted by key, cut into groups of the target
+        size: with file groups on, for a group small enough to sort in memory."""
+        small_enough = self.unit is None or self.unit.size <= SORTED_REWRITE_MAX_BYTES
+        return self.target_bytes is not None and small_enough
+
+    def replaced(self) -> dict[str, object]:
+        """The result row field naming the stored files the write replaces: all of its
+        group's."""
+        paths = [f.path for f in self.unit.files] if self.unit else []
+        return {"replaced": json.dumps(paths)} if paths else {}
 
     def copy(self, rows: Iterable[pa.Table]) -> None:
         """Stored rows that stay, as they are."""
@@ -113,6 +144,37 @@ class BucketOutput:
         faults.maybe_fail("after_change_file", self.task.fault)
         return {"cdc_path": relative, "cdc_size": out.size}
 
+    def close_sorted(self, kept: Iterable[pa.Table], merged: Merged) -> dict[str, object]:
+        """Write the rows that stay and the merged rows in key order; past the target size,
+        cut into groups of about it (a B-tree leaf split): the first keeps the group's id,
+        each other starts a group of its own. Its result row fields."""
+        assert self.target_bytes is not None, "sorted writes are for file groups"
+        rows = sorted_by_key(pa.concat_tables([*kept, merged.write]))
+        keys = rows.column(RECORD_KEY).combine_chunks()
+        cuts = cut_points(keys, bytes_per_row(self.unit, rows), self.target_bytes)
+        bounds = [0, *cuts, rows.num_rows]
+        fields = self.close(replace(merged, write=rows.slice(0, bounds[1])))
+        pieces = itertools.pairwise(bounds[1:])
+        split_off = [self._group_file(rows.slice(a, b - a)) for a, b in pieces]
+        if split_off:
+            faults.maybe_fail("after_group_split", self.task.fault)
+            fields["more_files"] = json.dumps(split_off)
+        return fields
+
+    def _group_file(self, rows: pa.Table) -> dict[str, object]:
+        """A new file group of the bucket, holding `rows`."""
+        pp, bucket = self.group
+        relative = data_file_path(pp, new_file_id(bucket), self.task.token, self.task.instant)
+        out = BucketFile(self.task.fs, f"{self.task.root}/{relative}", self.task.file_schema)
+        out.write(rows)
+        out.close()
+        return {
+            "path": relative,
+            "size": out.size,
+            "num_records": out.stats.rows,
+            "stats": out.stats.to_json(),
+        }
+
     def close(self, merged: Merged) -> dict[str, object]:
         """Write the merged rows (numbered) and the rule's tombstones; close the file. Its
         result row fields (none when the file holds nothing: every row deleted)."""
@@ -149,6 +211,8 @@ class CreateHandle:
         return FilePlan(replaced=(), with_deletion_vectors=())
 
     def write(self, out: BucketOutput, merged: Merged) -> dict[str, object]:
+        if out.sorts:
+            return {"rewritten": True, **out.close_sorted([], merged)}
         return {"rewritten": True, **out.close(merged)}
 
 
@@ -163,8 +227,11 @@ class MergeHandle:
         return FilePlan(replaced=tuple(range(len(self.stored.files))), with_deletion_vectors=())
 
     def write(self, out: BucketOutput, merged: Merged) -> dict[str, object]:
-        out.copy(self.stored.live_rows(~self.dropped, self.files().replaced))
-        return {"rewritten": True, **out.close(merged)}
+        kept = self.stored.live_rows(~self.dropped, self.files().replaced)
+        if out.sorts:
+            return {"rewritten": True, **out.replaced(), **out.close_sorted(kept, merged)}
+        out.copy(kept)
+        return {"rewritten": True, **out.replaced(), **out.close(merged)}
 
 
 @dataclass(frozen=True)
@@ -189,8 +256,8 @@ class AppendHandle:
         plan = self.files()
         out.copy(self.stored.live_rows(~self.dropped, plan.replaced))
         row = out.deletion_vectors(self.stored, self.dropped, plan.with_deletion_vectors)
-        if plan.replaced:
-            row["folded"] = json.dumps([self.stored.files[i].path for i in plan.replaced])
+        if plan.replaced:  # the delta files folded into the new one
+            row["replaced"] = json.dumps([self.stored.files[i].path for i in plan.replaced])
         return {**row, **out.close(merged)}
 
 

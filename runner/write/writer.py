@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -29,6 +30,7 @@ from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY
 from runner.write.bucket_merge import ACTION as ACTION  # its home is bucket_merge
 from runner.write.bucket_merge import MergeSettings, run_bounds, stored_key_columns
 from runner.write.change_rows import change_rows, unchanged_keys, without_keys
+from runner.write.file_groups import FileGroup, file_groups, route
 from runner.write.handles import BucketOutput, Handles
 from runner.write.merge_rules import BucketBatch, Merged, MergeRule, merge_rule
 from runner.write.stored_bucket import StoredBucket
@@ -58,8 +60,12 @@ RESULT_SCHEMA = pa.schema(
         pa.field("deletion_vectors", pa.string()),
         pa.field("dv_path", pa.string()),  # the DV file written, if any
         pa.field("dv_size", pa.int64()),
-        # merge-on-read: JSON list of the delta files folded into the new file (removed)
-        pa.field("folded", pa.string()),
+        # JSON list of the stored files the commit removes: every file of a rewritten file
+        # group, or the delta files a merge-on-read group folded into its new one
+        pa.field("replaced", pa.string()),
+        # JSON list of {"path", "size", "num_records", "stats"}: the files of the groups a
+        # rewrite split off (runner/write/file_groups.py)
+        pa.field("more_files", pa.string()),
         pa.field("cdc_path", pa.string()),  # the change data file written, if any
         pa.field("cdc_size", pa.int64()),
         *[pa.field(a, pa.int64()) for a in COUNTED_ACTIONS],
@@ -82,7 +88,8 @@ def result_row(group: Group | None, **values: object) -> dict[str, object]:
         "deletion_vectors": None,
         "dv_path": None,
         "dv_size": 0,
-        "folded": None,
+        "replaced": None,
+        "more_files": None,
         "cdc_path": None,
         "cdc_size": 0,
         **dict.fromkeys(COUNTED_ACTIONS, 0),
@@ -108,6 +115,7 @@ class WriteJob:
     handles: Handles
     change_feed: bool = False  # write the change data file of each changed bucket
     fault: str | None = None  # RUNNER_FAULT of the driver, for crash tests
+    file_group_bytes: int | None = None  # a file group's target size; None: groups off
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         partition, token = task_token()
@@ -116,11 +124,34 @@ class WriteJob:
         task = WriteTask(fs, root, self.file_schema, self.instant, token, seqno, self.fault or "")
         rule = merge_rule(self.merge, self.file_schema, self.instant)
         for batch in _buckets(batches):
-            yield self._write_bucket(task, rule, batch)
+            rows = [self._write_group(task, rule, part, unit) for part, unit in self._units(batch)]
+            yield pa.RecordBatch.from_pylist(rows, schema=RESULT_SCHEMA)
 
-    def _write_bucket(self, task: WriteTask, rule: MergeRule, batch: BucketBatch) -> pa.RecordBatch:
+    def _units(self, batch: BucketBatch) -> Iterator[tuple[BucketBatch, FileGroup]]:
+        """The batch's rows of each file group they fall in (runner/write/file_groups.py),
+        with the group; a bucket without stored files is one new group. With groups off
+        (a change feed's table: its tombstones are the bucket's), the bucket is one."""
+        files = self.stored.get(batch.group, [])
+        if not files:
+            yield batch, FileGroup(self.file_ids[batch.group], (), None)
+            return
+        units = file_groups(files)
+        if self.file_group_bytes is None:
+            units = [FileGroup(self.file_ids[batch.group], tuple(files), units[0].lowest)]
+        if len(units) == 1:
+            yield batch, units[0]
+            return
+        where = route(batch.rows.column(RECORD_KEY), units)
+        for index in np.unique(where):
+            rows = batch.rows.filter(pa.array(where == index))
+            yield BucketBatch(batch.group, rows), units[index]
+
+    def _write_group(
+        self, task: WriteTask, rule: MergeRule, batch: BucketBatch, unit: FileGroup
+    ) -> dict[str, object]:
+        """One file group's merge and write: its result row."""
         group = batch.group
-        files = self.stored.get(group, [])
+        files = list(unit.files)
         stored = StoredBucket.read(
             task,
             files,
@@ -137,8 +168,8 @@ class WriteJob:
         if merged.changed:  # else the stored files stay as they are
             dropped = stored.dropped(merged.drop_keys)
             handle = self.handles.handle_for(stored, dropped)
-            relative = data_file_path(group[0], self.file_ids[group], task.token, self.instant)
-            out = BucketOutput(task, group, relative)
+            relative = data_file_path(group[0], unit.file_id, task.token, self.instant)
+            out = BucketOutput(task, group, relative, unit, self.file_group_bytes)
             merged = out.numbered(merged)
             row.update(handle.write(out, merged))
             if self.change_feed:
@@ -146,7 +177,7 @@ class WriteJob:
                 before = before.filter(pc.is_in(before.column(RECORD_KEY), merged.drop_keys))
                 changes = change_rows(before, merged.write, task.file_schema)
                 row.update(out.change_file(changes))
-        return pa.RecordBatch.from_pylist([row], schema=RESULT_SCHEMA)
+        return row
 
 
 def leave_unchanged(merged: Merged, before: pa.Table) -> Merged:
