@@ -114,12 +114,13 @@ def main() -> None:
     parser.add_argument("--buckets", type=int, default=16)
     parser.add_argument(
         "--only",
-        choices=["write", "expand", "mor", "scd2", "change-feed", "kafka"],
+        choices=["write", "expand", "mor", "scd2", "change-feed", "kafka", "groups"],
         help="run one group of scenarios (default: all; mor: merge-on-read tables; scd2: a "
         "change feed's history, 1%% of the keys changed; change-feed: target.change_data_feed "
         "and skip_unchanged, a 1%% upsert and its replay, whole runner processes; kafka: a "
         "topic of --rows JSON records into an upsert table beside Spark's plain write and "
-        "delta-rs, whole processes, against a local broker)",
+        "delta-rs, whole processes, against a local broker; groups: file groups inside "
+        "buckets, 100-key upserts into 8 partitions x 2 buckets, whole processes)",
     )
     parser.add_argument(
         "--mor-keys",
@@ -162,12 +163,22 @@ def main() -> None:
         choices=["event_time", "commit_time", "partial_update", "overwrite_non_defaults"],
         help="target.merge_mode of the runner's upserts (default: the spec's, event_time)",
     )
+    parser.add_argument(
+        "--group-keys", type=int, default=100, help="keys per upsert of --only groups"
+    )
+    parser.add_argument(
+        "--group-bytes",
+        type=int,
+        default=2 * 2**20,
+        help="index.file_group_bytes of the grouped tables of --only groups (default 2 MiB)",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/results/write.json"))
     args = parser.parse_args()
     warmup = args.warmup if args.warmup is not None else args.rows <= WARMUP_MAX_ROWS
 
     from bench.change_feed import render_change_feed, run_change_feed_benchmarks
     from bench.expand import run_expand_benchmarks
+    from bench.groups import render_groups, run_groups_benchmarks
     from bench.kafka import run_kafka_benchmarks
     from bench.merge_on_read import run_mor_benchmarks
     from bench.scd2 import run_scd2_benchmarks
@@ -229,6 +240,15 @@ def main() -> None:
                 warmup,
                 skip=args.skip_peer,
             )
+        if args.only in (None, "groups"):
+            results += run_groups_benchmarks(
+                spark,
+                Path(tmp) / "groups",
+                args.rows,
+                args.repeats,
+                keys=args.group_keys,
+                group_bytes=args.group_bytes,
+            )
         spark.stop()  # the whole-process runs below start their own JVM
         if args.only in (None, "kafka"):
             results += run_kafka_benchmarks(
@@ -251,6 +271,8 @@ def main() -> None:
     print(render(results))
     if args.only in (None, "change-feed"):
         print("\n" + render_change_feed(results))
+    if args.only in (None, "groups"):
+        print("\n" + render_groups(results))
     print(f"\nsmall upsert: {results[-2]['runner_s']:.2f} s per run")
     print(f"validate: {results[-1]['runner_s']:.2f} s per call")
     meta = {

@@ -220,6 +220,12 @@ class ReadOptions:
     as_of_business_time: str | None
     fmt: str
     out: str | None
+    keys: tuple[str, ...]
+    keys_from: str | None
+
+    @property
+    def by_key(self) -> bool:
+        return bool(self.keys) or self.keys_from is not None
 
 
 @click.command()
@@ -254,14 +260,32 @@ class ReadOptions:
     help="json: one object per line. parquet needs --out.",
 )
 @click.option("--out", type=click.Path(dir_okay=False, writable=True), help="Write to this file.")
+@click.option(
+    "--key",
+    "keys",
+    multiple=True,
+    metavar="RECORD_KEY",
+    help="Only the live rows of this _record_key (repeatable), from the files that can hold it.",
+)
+@click.option(
+    "--keys-from",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    metavar="FILE",
+    help="Keys to look up, one per line (- reads them from stdin).",
+)
 @options_as(ReadOptions)
 def read(options: ReadOptions) -> None:
-    """Read a runner table's rows: all, its changes since an instant, or as of a point in time.
+    """Read a runner table's rows: all, its changes since an instant, as of a point in time,
+    or those of a few record keys.
 
     \b
       runner read warehouse/trips --since 20261122093000000
       runner read warehouse/trips --as-of 3 --format parquet --out v3.parquet
       runner read warehouse/customers --as-of-business-time 2026-06-30T00:00:00
+      runner read warehouse/trips --key t-17 --key t-18
+
+    --key opens, in each partition, only the files of the key's bucket whose key range
+    holds it; keys not found are listed on stderr (the exit code stays 0).
 
     --since/--until on a table with a change data feed (target.change_data_feed: true)
     return the changes of the commits in (SINCE, UNTIL]: inserted rows, updated rows before
@@ -275,6 +299,9 @@ def read(options: ReadOptions) -> None:
 
     if options.fmt == "parquet" and not options.out:
         raise click.UsageError("--format parquet writes a file: give --out PATH")
+    if options.by_key:
+        _read_keys(options)
+        return
     result = read_rows(
         options.table,
         since=options.since,
@@ -286,6 +313,25 @@ def read(options: ReadOptions) -> None:
     click.echo(result.describe(options.table), err=True)
     if result.note:
         click.echo(result.note, err=True)
+
+
+def _read_keys(options: ReadOptions) -> None:
+    """`runner read --key`: the rows of the keys given, and what was found on stderr."""
+    from runner.commands.key_lookup import lookup_keys
+    from runner.commands.read import write_rows
+
+    given = {"--since": options.since, "--until": options.until}
+    given["--as-of-business-time"] = options.as_of_business_time
+    clash = [name for name, value in given.items() if value is not None]
+    if clash:
+        raise click.UsageError(f"--key reads the current rows (or --as-of's): drop {clash[0]}")
+    keys = list(options.keys)
+    if options.keys_from is not None:
+        with click.open_file(options.keys_from, encoding="utf-8") as lines:
+            keys += [line.rstrip("\r\n") for line in lines if line.rstrip("\r\n")]
+    found = lookup_keys(options.table, keys, as_of=options.as_of)
+    write_rows(found.rows, options.fmt, options.out)
+    click.echo(found.describe(options.table), err=True)
 
 
 @click.command()

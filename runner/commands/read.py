@@ -8,7 +8,8 @@ On a table without one it returns the rows whose `_commit_time` is in (A, B], as
 incremental query does: the rows each commit in that range wrote, in their latest state (a
 row deleted since is missing, which a note on stderr says). Only files whose `_commit_time`
 statistics can hold such rows are opened. `--as-of` reads the table as it was: a version
-number, or an instant (the newest commit whose instant is at or before it).
+number, or an instant (the newest commit whose instant is at or before it). `--key` reads
+a few record keys from the files that can hold them (runner/commands/key_lookup.py).
 """
 
 from __future__ import annotations
@@ -110,9 +111,7 @@ def read_rows(
             "in its spec to read inserts, updates and deletes (kept from the next run on)"
         )
     if as_of is not None:
-        latest = table.version()
-        table.load_as_version(_as_of_version(table, as_of))
-        _check_files_kept(location, table, latest)
+        load_as_of(location, table, as_of)
     result = _read_state(location, table, since, until, as_of_business_time)
     return replace(result, note=note)
 
@@ -190,6 +189,14 @@ def _valid_at(
             f"{configuration['runner.cdc.sequence_by']} (the sequence its history is kept in)"
         ) from None
     return (pc.field(start) <= value) & (pc.field(end).is_null() | (pc.field(end) > value))
+
+
+def load_as_of(location: TableLocation, table: DeltaTable, as_of: str) -> None:
+    """Load the version `as_of` names (a version number, or an instant: the newest commit at
+    or before it); refused when `runner clean` removed its files."""
+    latest = table.version()
+    table.load_as_version(_as_of_version(table, as_of))
+    _check_files_kept(location, table, latest)
 
 
 def _check_files_kept(location: TableLocation, table: DeltaTable, latest: int) -> None:

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pyarrow as pa
+from deltalake import DeltaTable
+
+from tests.reference import bucket_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -111,3 +118,52 @@ def test_keys_with_bad_properties_exits_2_before_starting_spark(tmp_path):
     )  # fmt: skip
     assert done.returncode == 2
     assert "-p: required" in done.stderr and "output.dateformat" in done.stderr, done.stderr
+
+
+def test_read_key_returns_the_rows_of_a_key_with_no_jvm(tmp_path):
+    """`runner read --key` fetches a key's row back from the files of its bucket whose key
+    range holds it, with no Java on the PATH at all."""
+    shutil.copytree(
+        ROOT / "pipelines", tmp_path / "pipelines", ignore=shutil.ignore_patterns("warehouse")
+    )
+    runner = [sys.executable, "-m", "runner"]
+    ran = subprocess.run(
+        [*runner, "pipelines/quickstart.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stderr
+    table = tmp_path / "pipelines" / "warehouse" / "trips"
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(Path(sys.executable).parent)  # no java on it: a JVM could not start
+    done = subprocess.run(
+        [*runner, "read", str(table), "--key", "2", "--key", "999999", "--key", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    stored = DeltaTable(str(table)).to_pandas()
+    expected = stored[stored["trip_id"].isin([1, 2])].set_index("trip_id")
+    assert [r["trip_id"] for r in rows] == [2, 1]  # in the order of the keys
+    for r in rows:
+        assert r["_record_key"] == str(r["trip_id"])
+        assert r["fare"] == expected.loc[r["trip_id"], "fare"]
+        assert r["_partition_path"] == expected.loc[r["trip_id"], "_partition_path"]
+    assert '2 of 3 key(s) found; not found: "999999"' in done.stderr
+    # opened: in each partition, the file of each key's bucket if its key range holds it
+    actions = pa.table(DeltaTable(str(table)).get_add_actions(flatten=True)).to_pylist()
+    opened = sum(
+        any(
+            a["min._bucket"] == bucket_of((k,), 16)
+            and a["min._record_key"] <= k <= a["max._record_key"]
+            for k in ("1", "2", "999999")
+        )
+        for a in actions
+    )
+    assert f"from {opened} of {len(actions)} file(s) opened" in done.stderr
+    assert "spark_starting" not in done.stderr and "Traceback" not in done.stderr

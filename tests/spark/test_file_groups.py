@@ -10,6 +10,7 @@ runner's Spark reader and delta-spark.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections import defaultdict
 
 import pandas as pd
@@ -17,6 +18,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
+from runner.commands.key_lookup import lookup_keys
 from runner.delta.snapshot import DataFile, open_table
 from runner.delta.spark_read import read_table as spark_read_table
 from runner.pipeline.run import run_pipeline
@@ -89,7 +91,7 @@ def _check_groups(table) -> int:
         ranges = sorted(
             (min(f.min_key for f in fs), max(f.max_key for f in fs)) for fs in groups.values()
         )
-        for (_, hi), (lo, _) in zip(ranges, ranges[1:], strict=False):
+        for (_, hi), (lo, _) in itertools.pairwise(ranges):
             assert hi < lo, f"{bucket}: overlapping groups {ranges}"
         for files in groups.values():
             base = max(files, key=lambda f: f.size)
@@ -165,6 +167,11 @@ def test_a_copy_on_write_upsert_rewrites_only_its_keys_groups(spark, tmp_path):
     assert (done.updated, done.files_removed) == (1, 1)
     assert done.bytes_written < sum(f.size for f in open_table(str(table)).files()) / 10
     assert _check_groups(table) >= len(before)
+
+    # a key lookup opens one file per partition: its bucket's group whose range holds it
+    found = lookup_keys(str(table), ["1234"])
+    assert found.rows.column("v").to_pylist() == _rows([1234], 2)["v"].tolist()
+    assert dict(found.opened) == {"sf": 1, "ams": 1} and found.files_total > 12
 
 
 def test_a_merge_on_read_upsert_marks_and_appends_to_its_keys_group_only(spark, tmp_path):
