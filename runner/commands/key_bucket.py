@@ -18,10 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from runner.hudi.keygen_types import KEY_GENERATORS
-from runner.index.bucket import HASH_FUNCTION
-from runner.index.string_hash import spark_string_hash
-from runner.keygen.common import EMPTY_PLACEHOLDER, NULL_PLACEHOLDER
+from runner.hudi.keygen_types import EMPTY_PLACEHOLDER, KEY_GENERATORS, NULL_PLACEHOLDER
+from runner.index.string_hash import HASH_FUNCTION, spark_string_hash
 
 # The stored settings read here: written by runner/delta/table_config.py table_settings and
 # runner/keygen/base.py KeyGenerator.settings.

@@ -182,7 +182,8 @@ def _read(
         parts += found
         groups += read
         opened[f.partition_path] += 1
-    rows = pa.concat_tables(parts) if parts else schema.empty_table()
+    # not schema.empty_table(): it imports pandas (0.2 s of a lookup's 0.5)
+    rows = pa.concat_tables(parts) if parts else pa.Table.from_batches([], schema=schema)
     return rows, dict(sorted(opened.items())), groups
 
 

@@ -38,6 +38,7 @@ from runner.delta.change_feed import (
 )
 from runner.delta.directory import canonical, missing_files, walk
 from runner.delta.log_replay import deletion_vectors
+from runner.delta.snapshot import add_actions
 from runner.errors import UserError
 from runner.storage.location import TableLocation, locate
 from runner.storage.meta_columns import CHANGE_TYPE, COMMIT_TIME
@@ -139,7 +140,7 @@ def _read_state(
 ) -> ReadResult:
     """The rows of the loaded version, those committed in (since, until] if given."""
     path = location.uri
-    actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+    actions = add_actions(table).to_pylist()
     schema = pa.schema(table.schema().to_arrow())
     wanted = None
     if since is not None or until is not None:

@@ -22,6 +22,13 @@ CHANGE_FEED_SETTING = "delta.enableChangeDataFeed"
 Group = tuple[str, int]  # (partition path, bucket)
 
 
+def add_actions(table: DeltaTable) -> pa.Table:
+    """The table's live files (delta-rs' flattened add actions) as a pyarrow table. Read
+    as a stream: `pa.table()` imports pandas (0.2 s) to look at its argument, which a key
+    lookup of a few milliseconds would pay."""
+    return pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
+
+
 @dataclass(frozen=True)
 class DataFile:
     path: str  # relative to the table root, decoded (the Delta log holds it URL-encoded)
@@ -89,7 +96,7 @@ class TableSnapshot:
 
         Each file holds one partition path and one bucket, so min == max for both.
         """
-        actions = pa.table(self.table.get_add_actions(flatten=True)).to_pylist()
+        actions = add_actions(self.table).to_pylist()
         logged = self._logged_adds() if self.has_deletion_vectors else {}
         files = []
         for row in actions:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from runner.errors import TableMismatchError
-from runner.index.bucket import HASH_FUNCTION
 from runner.index.layout import LAYOUT_KEYS, BucketLayout
+from runner.index.string_hash import HASH_FUNCTION
 from runner.keygen import build_key_generator
 from runner.spec.model import Target
 

@@ -8,6 +8,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 HUDI_PACKAGE = "org.apache.hudi.keygen."
+# What Hudi's key generators write for a null and an empty field value in a record key
+# (runner/keygen/common.py); `runner read --key` reads them back (runner/commands/key_bucket.py)
+NULL_PLACEHOLDER = "__null__"
+EMPTY_PLACEHOLDER = "__empty__"
 
 PartitionFields = Literal["none", "one", "several", "typed"]  # typed: CUSTOM's field:TYPE
 

@@ -1,13 +1,3 @@
-"""The bucket index: bucket function and file naming."""
-
-from runner.index.bucket import HASH_FUNCTION, bucket_column
-from runner.index.naming import DataFileName, data_file_name, new_file_id, parse_data_file_name
-
-__all__ = [
-    "HASH_FUNCTION",
-    "DataFileName",
-    "bucket_column",
-    "data_file_name",
-    "new_file_id",
-    "parse_data_file_name",
-]
+"""The bucket index: the bucket function (bucket.py in Spark, string_hash.py in Python), the
+table's bucket layout (layout.py) and file naming (naming.py). Import the modules: this
+package imports nothing, so a reader without Spark (runner read --key) never loads pyspark."""

@@ -13,8 +13,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from runner.fields import field_string
-
-HASH_FUNCTION = "spark_murmur3_x86_32_seed42(string(fields)) pmod buckets"
+from runner.index.string_hash import HASH_FUNCTION as HASH_FUNCTION  # its home: no pyspark
 
 
 def bucket_column(hash_fields: tuple[str, ...], buckets: int) -> Column:

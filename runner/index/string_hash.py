@@ -13,6 +13,8 @@ import struct
 
 MASK = 0xFFFFFFFF
 SEED = 42
+# The bucket function's name, stored in each table's settings (runner/delta/table_config.py)
+HASH_FUNCTION = "spark_murmur3_x86_32_seed42(string(fields)) pmod buckets"
 
 
 def _scramble(k: int) -> int:

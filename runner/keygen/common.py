@@ -13,9 +13,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from runner.fields import field_string
+from runner.hudi.keygen_types import EMPTY_PLACEHOLDER, NULL_PLACEHOLDER
 
-NULL_PLACEHOLDER = "__null__"
-EMPTY_PLACEHOLDER = "__empty__"
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 # Characters Hive's escapePathName turns into %XX (besides the control characters).

@@ -36,13 +36,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-import pyarrow as pa
 import structlog
 from deltalake import DeltaTable
 
 from runner.delta.directory import StoredFile, canonical, walk
 from runner.delta.log_replay import deletion_vectors, read_commit
-from runner.delta.snapshot import open_table
+from runner.delta.snapshot import add_actions, open_table
 from runner.errors import UserError
 from runner.spec.model import PipelineSpec
 from runner.storage.in_flight import heartbeats, remove_heartbeat
@@ -216,7 +215,7 @@ def _referenced(location: TableLocation, versions: list[int]) -> set[str]:
     for version in versions:
         if version != versions[0]:
             table.load_as_version(version)
-        actions = pa.table(table.get_add_actions(flatten=True))
+        actions = add_actions(table)
         paths.update(canonical(unquote(p)) for p in actions.column("path").to_pylist())
         for dv in deletion_vectors(location, table).values():
             if dv.relative_path:

@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from runner.delta.change_feed import ChangePlan, has_change_feed, plan_changes
 from runner.delta.deletion_vectors import DeletionVector
 from runner.delta.log_replay import DELETION_VECTORS, deletion_vectors
+from runner.delta.snapshot import add_actions
 from runner.errors import UserError
 from runner.spec.model import Incremental
 from runner.storage.location import locate, storage_options
@@ -67,7 +67,7 @@ def plan_delta_read(uri: str, since: Any, incremental: Incremental | None, where
     """The files (and commit instants, or changes) of one read of the table at `uri`."""
     table = open_source_table(uri, where)
     version = table.version()
-    actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+    actions = add_actions(table).to_pylist()
     # the log's paths are URL-encoded; Spark wants them as they are on disk
     root = uri.rstrip("/")
     if incremental is None or since is None:
