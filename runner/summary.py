@@ -217,9 +217,14 @@ class RunSummary:
             )
         if self.expansion:
             e = self.expansion
+            what = (
+                f"split {e['buckets_split']} bucket(s) alone"
+                if e.get("buckets_split")
+                else f"{e['partitions']} partition(s) by {e['policy']}"
+            )
             lines.append(
-                f"  expanded     {e['partitions']} partition(s) by {e['policy']} in version "
-                f"{e['version']} (a bucket passed index.expansion.max_bucket_bytes)"
+                f"  expanded     {what} in version {e['version']} (a bucket passed "
+                "index.expansion.max_bucket_bytes)"
             )
         if self.files_cleaned is not None:
             lines.append(f"  cleaned      {self.files_cleaned} file(s) no reader needs")

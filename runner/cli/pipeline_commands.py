@@ -193,7 +193,12 @@ def _duration(text: str) -> float:
     help="JSON lines, one record per line.",
 )
 @click.option("--schema", help='Spark DDL for the records, e.g. "ts long, city string".')
-@click.option("--buckets", type=click.IntRange(min=1), help="Preview another bucket count.")
+@click.option(
+    "--buckets",
+    type=click.IntRange(min=1),
+    help="Preview another bucket count (default: the spec's table's layout, split buckets "
+    "included, or the spec's count before the first run).",
+)
 def keys(
     spec: str | None,
     properties: tuple[str, ...],

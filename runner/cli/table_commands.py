@@ -20,7 +20,20 @@ if TYPE_CHECKING:
     from runner.services.expand import ExpandSummary
     from runner.services.expansion_plan import ExpansionPlan
 
-_POLICY = click.Choice(["multiple_rehash", "overwrite"])
+_POLICY = click.Choice(["multiple_rehash", "overwrite", "split"])
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExpandOptions:
+    """`runner expand`'s and `runner plan`'s argument and options."""
+
+    spec: str
+    buckets: int | None
+    policy: str | None
+    partitions: tuple[str, ...]
+    split: tuple[str, ...]
+    as_json: bool
+    dry_run: bool = True  # `runner plan` only plans
 
 
 def _expansion_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -35,7 +48,8 @@ def _expansion_options(command: Callable[..., None]) -> Callable[..., None]:
                 "--policy",
                 type=_POLICY,
                 help="multiple_rehash: N to k*N, no shuffle; overwrite: any count, full "
-                "reshuffle (default: the spec's index.expansion.policy).",
+                "reshuffle; split: each bucket past index.expansion.max_bucket_bytes splits "
+                "alone (default: the spec's index.expansion.policy).",
             ),
             click.option(
                 "--partition",
@@ -44,6 +58,14 @@ def _expansion_options(command: Callable[..., None]) -> Callable[..., None]:
                 metavar="PATH",
                 help="Grow only this partition (repeatable), e.g. city=paris; it keeps its "
                 "own count from then on.",
+            ),
+            click.option(
+                "--bucket",
+                "split",
+                multiple=True,
+                metavar="PARTITION/BUCKET",
+                help="Split only this bucket into two (repeatable), e.g. city=paris/3; a "
+                "bucket of a table without partitions is its id alone, e.g. 3.",
             ),
             click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text."),
         ]
@@ -56,65 +78,54 @@ def _expansion_options(command: Callable[..., None]) -> Callable[..., None]:
 @click.argument("spec", type=click.Path(dir_okay=False))
 @_expansion_options
 @click.option("--dry-run", is_flag=True, help="Print the plan only (same as `runner plan`).")
-def expand(
-    spec: str,
-    buckets: int | None,
-    policy: str | None,
-    partitions: tuple[str, ...],
-    as_json: bool,
-    dry_run: bool,
-) -> None:
+@options_as(ExpandOptions)
+def expand(options: ExpandOptions) -> None:
     """Grow the bucket count of a spec's table, in one atomic commit.
 
     \b
       runner expand SPEC.yaml --buckets 32                       16 -> 32, no shuffle
       runner expand SPEC.yaml --buckets 24 --policy overwrite    any count, reshuffled
       runner expand SPEC.yaml --partition city=paris             one hot partition, x factor
+      runner expand SPEC.yaml --bucket city=paris/3              one hot bucket, into 3 and 3+N
 
     Readers see the old layout or the new one, never a mix; rows, keys and values are
     unchanged. A failure before the commit leaves the table as it was.
     """
-    _expand(spec, buckets, policy, partitions, as_json, dry_run)
+    _expand(options)
 
 
 @click.command()
 @click.argument("spec", type=click.Path(dir_okay=False))
 @_expansion_options
-def plan(
-    spec: str, buckets: int | None, policy: str | None, partitions: tuple[str, ...], as_json: bool
-) -> None:
+@options_as(ExpandOptions)
+def plan(options: ExpandOptions) -> None:
     """Print what `runner expand` would do: partitions, buckets, files and bytes.
 
     Reads only the Delta log: starts no JVM and changes nothing.
     """
-    _expand(spec, buckets, policy, partitions, as_json, dry_run=True)
+    _expand(options)
 
 
-def _expand(
-    spec: str,
-    buckets: int | None,
-    policy: str | None,
-    partitions: tuple[str, ...],
-    as_json: bool,
-    dry_run: bool,
-) -> None:
+def _expand(options: ExpandOptions) -> None:
     from runner.observe.observed import Observer
     from runner.services.expand import ExpansionRequest, expand_table
     from runner.spec import load_spec
 
-    request = ExpansionRequest(buckets, policy, partitions, dry_run)
-    pipeline = load_spec(spec)
+    request = ExpansionRequest(
+        options.buckets, options.policy, options.partitions, options.dry_run, options.split
+    )
+    pipeline = load_spec(options.spec)
 
     def work() -> tuple[ExpansionPlan, ExpandSummary | None]:
         return expand_table(pipeline, request, console_progress=sys.stderr.isatty())
 
-    if dry_run:
+    if options.dry_run:
         planned, done = work()
     else:
         planned, done = Observer(pipeline).service(
             "expansion", work, lambda result: _expanded(result[1])
         )
-    if as_json:
+    if options.as_json:
         out = {"plan": planned.to_dict(), "result": done.to_dict() if done else None}
         click.echo(json.dumps(scrub_values(out), indent=2))
         return

@@ -5,6 +5,10 @@ Skew is the largest bucket over the mean bucket of a partition (empty buckets co
 0 bytes): 1.0 is a perfectly even spread; a partition whose largest bucket is far above
 the mean, or whose buckets are all large, is a candidate for `runner expand`.
 
+A bucket split alone (`runner expand --bucket`, runner/index/layout.py) is listed with its
+modulus and depth (how many times it and its parents split since the partition's count):
+bucket 7 at modulus 16 in a partition of 4 buckets is at depth 2.
+
 On a MERGE_ON_READ table, rows are the live rows (stored minus those deletion vectors
 delete), and each partition also reports its deleted rows and the buckets holding more
 than one file: what `runner compact` would fold.
@@ -40,16 +44,20 @@ def inspect_table(uri: str) -> dict[str, Any]:
     report_partitions = []
     for pp in sorted(partitions):
         count = layout.count_for(pp)
-        buckets = [
-            {"bucket": b, **partitions[pp].get(b, empty)}
-            for b in range(max(count, max(partitions[pp]) + 1))
+        buckets: list[dict[str, Any]] = [
+            {"bucket": b, "modulus": m, "depth": _depth(count, m), **partitions[pp].get(b, empty)}
+            for b, m in _buckets(layout, pp, partitions[pp])
         ]
         sizes = [b["bytes"] for b in buckets]
         mean = sum(sizes) / len(sizes)
         report_partitions.append(
             {
                 "partition": pp,
-                "buckets": count,
+                "buckets": len(buckets),
+                "count": count,
+                "split_buckets": [
+                    {k: b[k] for k in ("bucket", "modulus", "depth")} for b in buckets if b["depth"]
+                ],
                 "rows": sum(b["rows"] for b in buckets),
                 "bytes": sum(sizes),
                 "files": sum(b["files"] for b in buckets),
@@ -67,6 +75,7 @@ def inspect_table(uri: str) -> dict[str, Any]:
         "table_type": snapshot.configuration.get("runner.table.type", "COPY_ON_WRITE"),
         "buckets_default": layout.default,
         "buckets_by_partition": dict(layout.partitions),
+        "buckets_split": layout.splits_json(),
         "partitions": report_partitions,
         "rows": sum(p["rows"] for p in report_partitions),
         "bytes": sum(p["bytes"] for p in report_partitions),
@@ -76,6 +85,20 @@ def inspect_table(uri: str) -> dict[str, Any]:
         # rewrite of the bucket or `runner compact` folds them
         "buckets_with_several_files": sum(p["buckets_with_delta_files"] for p in report_partitions),
     }
+
+
+def _buckets(
+    layout: BucketLayout, partition_path: str, stored: dict[int, Any]
+) -> list[tuple[int, int | None]]:
+    """The partition's buckets with their moduli, and any bucket a file names that the
+    layout does not have (modulus None: not expected, but never hidden)."""
+    leaves: list[tuple[int, int | None]] = list(layout.leaves(partition_path))
+    known = {b for b, _ in leaves}
+    return sorted(leaves + [(b, None) for b in stored if b not in known])
+
+
+def _depth(count: int, modulus: int | None) -> int:
+    return (modulus // count).bit_length() - 1 if modulus else 0
 
 
 def render_report(report: dict[str, Any]) -> str:
@@ -102,6 +125,12 @@ def render_report(report: dict[str, Any]) -> str:
             f"{p['skew']:>5.2f}"
             + (f" {p['deleted_rows']:>10,} {p['buckets_with_delta_files']:>10}" if mor else "")
         )
+        if p["split_buckets"]:
+            shown = ", ".join(
+                f"{b['bucket']} (modulus {b['modulus']}, depth {b['depth']})"
+                for b in p["split_buckets"]
+            )
+            lines.append(f"  split alone, of {p['count']} buckets: {shown}")
     return "\n".join(lines)
 
 

@@ -1,4 +1,8 @@
-"""`runner keys`: where records would go, through the same key columns as `runner run`."""
+"""`runner keys`: where records would go, through the same key columns as `runner run`.
+
+With a spec whose table exists, the buckets follow the table's layout (its counts, grown
+by `runner expand`, and its buckets split alone), as the spec's next run would write them.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +11,26 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import structlog
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from runner.delta.snapshot import open_table
 from runner.errors import UserError
 from runner.hudi import properties as hudi_props
-from runner.index.layout import BucketLayout
+from runner.index.layout import BUCKETS, BucketLayout
 from runner.pipeline.key_columns import KEY_ERROR, add_key_columns
 from runner.session import spark_session
 from runner.spec import load_spec
 from runner.spec.keygen_settings import field_list, resolve_key_generator
 from runner.spec.model import IndexSpec, SparkSettings, Target
+from runner.spec.secrets import scrub
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY
 
 ORDER = "__runner_line"
+
+log = structlog.get_logger(__name__)
 
 
 def key_lines(
@@ -32,20 +41,37 @@ def key_lines(
     buckets: int | None,
 ) -> Iterator[str]:
     """`runner keys`: one JSON line per record, for a spec file or for Hudi properties
-    (-p; give one of the two). `buckets` previews another bucket count; with properties
-    and no count anywhere, the bucket is null."""
+    (-p; give one of the two). `buckets` previews another bucket count; else a spec's
+    buckets are its table's layout (the spec's count before the first run); with
+    properties and no count anywhere, the bucket is null."""
+    layout: BucketLayout | None
     if spec:
         pipeline = load_spec(spec)
         target, settings, name = pipeline.target, pipeline.spark, pipeline.name
-        shown: int | None = buckets or target.index.buckets
+        layout = BucketLayout(buckets) if buckets else table_layout(target)
     else:
-        target, shown = target_from_properties(parse_properties(properties), buckets)
+        target, count = target_from_properties(parse_properties(properties), buckets)
         settings, name = SparkSettings(), "properties"
+        layout = BucketLayout(count) if count else None
     spark = spark_session(settings, f"{name}-keys")
-    results = preview_keys(spark, target, records, schema, shown)
+    results = preview_keys(spark, target, records, schema, layout)
     return render(
-        r if "error" in r or shown is not None else {**r, "bucket": None} for r in results
+        r if "error" in r or layout is not None else {**r, "bucket": None} for r in results
     )
+
+
+def table_layout(target: Target) -> BucketLayout:
+    """The bucket layout of the spec's table, or the spec's count when there is no runner
+    table there yet (or it cannot be read: a warning says so)."""
+    try:
+        snapshot = open_table(target.path)
+    except Exception as exc:  # whatever the store says: the preview still runs
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        log.warning("keys_table_unread", table=target.path, error=scrub(first))
+        snapshot = None
+    if snapshot is None or BUCKETS not in snapshot.configuration:
+        return BucketLayout(target.index.buckets)
+    return BucketLayout.from_configuration(snapshot.configuration)
 
 
 def preview_keys(
@@ -53,10 +79,10 @@ def preview_keys(
     target: Target,
     records: Path,
     schema: str | None = None,
-    buckets: int | None = None,
+    layout: BucketLayout | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """One dict per JSON-lines record, in input order: its key, partition path and bucket,
-    or the reason it cannot be keyed."""
+    """One dict per JSON-lines record, in input order: its key, partition path and bucket
+    (by `layout`; default: the spec's count), or the reason it cannot be keyed."""
     lines = [line for line in records.read_text(encoding="utf-8").splitlines() if line.strip()]
     if not lines:
         return
@@ -69,7 +95,6 @@ def preview_keys(
     except (AnalysisException, ParseException) as exc:
         raise UserError(f"--schema {schema!r}: {str(exc).splitlines()[0]}") from exc
     numbered = parsed.withColumn(ORDER, F.monotonically_increasing_id())
-    layout = BucketLayout(buckets) if buckets else None
     keyed = add_key_columns(numbered, target, layout).orderBy(ORDER)
     try:
         rows = keyed.select(ORDER, RECORD_KEY, PARTITION_PATH, BUCKET, KEY_ERROR).collect()

@@ -27,8 +27,8 @@ version after the snapshot the writer read, in ONE loop for every writer:
      with the rule's error; nothing was committed.
 
 The rules: `RunRule` (settings, checkpoint guard, batch id, buckets), `ExpansionRule`
-(settings or schema, the files of the regrown partitions), `CompactionRule` (settings,
-buckets). delta-rs refuses a commit with removes whenever another writer removed any file
+(settings or schema, the files of the regrown partitions or split buckets), `CompactionRule`
+(settings, buckets). delta-rs refuses a commit with removes whenever another writer removed any file
 since the read, even in other buckets; the rules are why such a refusal is usually just a
 reason to commit again.
 """
@@ -239,10 +239,12 @@ class RunRule:
 @dataclass(frozen=True)
 class ExpansionRule:
     """An expansion's commit goes on unless the settings or the schema changed, or any file
-    of `partitions` (the ones it regrows) did: a deletion vector added meanwhile changes a
-    file as much as replacing it."""
+    of `partitions` (the ones it regrows) did, or of `buckets` when given (the buckets a
+    split rewrites, in those partitions): a deletion vector added meanwhile changes a file
+    as much as replacing it."""
 
     partitions: frozenset[str]
+    buckets: frozenset[Group] | None = None
 
     def conflict(
         self, changes: Commit, read: TableSnapshot, latest: TableSnapshot, attempt: int
@@ -258,6 +260,7 @@ class ExpansionRule:
             (f.path, f.deletion_vector)
             for f in latest.files()
             if f.partition_path in self.partitions
+            and (self.buckets is None or (f.partition_path, f.bucket) in self.buckets)
         }
         if now != {(f.path, f.deletion_vector) for f in changes.removed}:
             return CommitConflictError(

@@ -236,8 +236,8 @@ def table_state(uri: str) -> TableState | None:
 
 def _state(snapshot: TableSnapshot) -> TableState:
     """Buckets and skew as runner/commands/inspect.py counts them: per partition holding
-    data, its buckets are its layout's count, and its skew is the largest bucket's bytes
-    over the mean of every bucket up to the highest one stored (empty ones count)."""
+    data, its buckets are its layout's (its count, plus one per bucket split alone), and
+    its skew is the largest bucket's bytes over the mean of its buckets (empty ones count)."""
     layout = BucketLayout.from_configuration(snapshot.configuration)
     files = snapshot.files()
     sizes: dict[str, dict[int, int]] = {}
@@ -246,9 +246,9 @@ def _state(snapshot: TableSnapshot) -> TableState:
         by_bucket[f.bucket] = by_bucket.get(f.bucket, 0) + f.size
     buckets, skew = 0, 0.0
     for partition, by_bucket in sizes.items():
-        count = layout.count_for(partition)
+        count = len({b for b, _ in layout.leaves(partition)} | set(by_bucket))
         buckets += count
-        mean = sum(by_bucket.values()) / max(count, max(by_bucket) + 1)
+        mean = sum(by_bucket.values()) / count
         if mean:
             skew = max(skew, round(max(by_bucket.values()) / mean, 3))
     return TableState(

@@ -24,7 +24,8 @@ def add_key_columns(df: DataFrame, target: Target, layout: BucketLayout | None =
     """`df` plus _record_key, _partition_path, _bucket and _key_error (null when keyable).
 
     A record with an error keeps null key columns, so it can never be written by mistake.
-    `layout` is the table's bucket counts (default: the spec's count, for a new table).
+    `layout` is the table's bucket layout, its counts and split buckets (default: the spec's
+    count, for a new table).
     """
     generator = build_key_generator(target.key_generator)
     check_fields(df.schema, target.record_key, "record key")
@@ -33,9 +34,7 @@ def add_key_columns(df: DataFrame, target: Target, layout: BucketLayout | None =
     cols = generator.columns(df.schema)
     error = F.coalesce(cols.error, unsafe_partition_path(cols.partition_path))
     layout = layout or BucketLayout(target.index.buckets)
-    bucket = layout_bucket_column(
-        target.index.hash_fields, layout.partitions, layout.default, cols.partition_path
-    )
+    bucket = layout_bucket_column(target.index.hash_fields, layout, cols.partition_path)
     keyed = F.col(KEY_ERROR).isNull()
     # one withColumns, not three withColumn: each call is a plan analysis through py4j
     return df.withColumn(KEY_ERROR, error).withColumns(

@@ -74,13 +74,15 @@ class BucketState:
 
     def needs_compaction(self) -> bool:
         """A file group with delta files (or a bucket whose files overlap: one unit), deleted
-        rows, or two neighbouring groups far below the target size (together at most half
-        of it: a split's two halves are left alone)."""
-        units = self.units
-        small = self.group_bytes is not None and any(
-            a.size + b.size <= self.group_bytes // 2 for a, b in itertools.pairwise(units)
+        rows, a group of more than twice the target size (written under a larger one), or
+        two neighbouring groups far below it (together at most half of it): a split's two
+        halves, and groups a little past the target, are left alone."""
+        units, target = self.units, self.group_bytes
+        sizes_off = target is not None and (
+            any(u.size > 2 * target for u in units)
+            or any(a.size + b.size <= target // 2 for a, b in itertools.pairwise(units))
         )
-        return any(len(u.files) > 1 for u in units) or self.deleted_rows > 0 or small
+        return any(len(u.files) > 1 for u in units) or self.deleted_rows > 0 or sizes_off
 
     def past(self, limits: CompactionSpec) -> bool:
         return (

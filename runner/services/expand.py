@@ -12,9 +12,13 @@ another writer's commit only when that writer changed neither the metadata nor a
 the regrown partitions. Writers that read the old layout fail their own commit (the
 settings changed) and are told to run again. A failure before it leaves the table as it was.
 
-Plan (`plan_expansion`, from the Delta log, no Spark) and execute (`run_expansion`) are
-separate steps; `expand_table` is the command's call and `expand_if_due` the run's
-after-commit step.
+A bucket split alone (runner/services/expansion_split.py) is the same rehash on the files of
+one bucket: bucket b at modulus M into b and b+M at 2M, one commit with the new layout; its
+conflict rule looks at the files of the split buckets only.
+
+Plan (`plan_expansion`, `plan_split`, from the Delta log, no Spark) and execute
+(`run_expansion`) are separate steps; `expand_table` is the command's call and
+`expand_if_due` the run's after-commit step.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import reduce
 from typing import Any
 
 import structlog
@@ -38,16 +43,18 @@ from runner.delta.table_config import check_table_settings
 from runner.delta.transaction import Commit, ExpansionRule, commit
 from runner.errors import RunnerError, UserError
 from runner.index.bucket import layout_bucket_column
-from runner.index.layout import PARTITION_BUCKETS
+from runner.index.layout import LAYOUT_KEYS
 from runner.index.naming import new_file_id, new_instant
 from runner.progress import Progress
 from runner.services.expansion_plan import (
+    SPLIT,
     ExpansionPlan,
     buckets_over,
     check_expandable,
     layout_dict,
     plan_expansion,
 )
+from runner.services.expansion_split import plan_hot_splits, plan_split
 from runner.session import spark_session, under_spark_submit
 from runner.spec.model import PipelineSpec, Target
 from runner.storage.in_flight import in_flight
@@ -98,6 +105,7 @@ class ExpandSummary:
     instant: str
     version: int | None = None
     partitions: int = 0
+    buckets_split: int = 0
     rows: int = 0
     files_read: int = 0
     bytes_read: int = 0
@@ -111,10 +119,15 @@ class ExpandSummary:
         return asdict(self)
 
     def render(self) -> str:
+        what = (
+            f"  buckets      {self.buckets_split} split alone, {self.rows:,} rows moved"
+            if self.policy == SPLIT
+            else f"  partitions   {self.partitions} regrown, {self.rows:,} rows moved"
+        )
         return "\n".join(
             [
                 f"expanded {self.table} ({self.policy}): committed version {self.version}",
-                f"  partitions   {self.partitions} regrown, {self.rows:,} rows moved",
+                what,
                 f"  files        {self.files_read} read ({human_size(self.bytes_read)}), "
                 f"{self.files_written} written ({human_size(self.bytes_written)})",
                 f"  shuffle      {'yes (overwrite)' if self.shuffle else 'none'}",
@@ -135,8 +148,11 @@ def run_expansion(
     log.info("expansion_started", table=snapshot.uri, policy=plan.policy, instant=summary.instant)
     job = _rewrite_job(spark, snapshot, plan, summary.instant)
     # the commit moves on top of another writer's only if that one changed neither the
-    # table's metadata nor any file of the regrown partitions
-    rule = ExpansionRule(frozenset(c.partition_path for c in plan.changes))
+    # table's metadata nor any file of the regrown partitions (of the split buckets)
+    rule = ExpansionRule(
+        frozenset(c.partition_path for c in plan.parts),
+        frozenset((s.partition_path, s.bucket) for s in plan.splits) if plan.splits else None,
+    )
     with writing(snapshot.uri), in_flight(snapshot.location, summary.instant, "expansion"):
         try:
             added = _rewrite(spark, snapshot, target, plan, job)
@@ -149,7 +165,8 @@ def run_expansion(
             raise
     files = plan.files
     summary.partitions = len(plan.changes)
-    summary.rows = sum(c.rows for c in plan.changes)  # as many as written: _rewrite checks
+    summary.buckets_split = len(plan.splits)
+    summary.rows = plan.rows  # as many as written: _rewrite checks
     summary.files_read = len(files)
     summary.bytes_read = sum(f.size for f in files)
     summary.files_written = len(added)
@@ -162,12 +179,11 @@ def run_expansion(
 def _rewrite_job(
     spark: SparkSession, snapshot: TableSnapshot, plan: ExpansionPlan, instant: str
 ) -> RehashJob | RegroupJob:
-    """What each writer task runs: a rehash splits old bucket files, an overwrite regroups
-    shuffled rows; each new bucket gets a new file group."""
-    new_groups = [(c.partition_path, b) for c in plan.changes for b in range(c.buckets_after)]
-    file_ids = {g: new_file_id(g[1]) for g in new_groups}
+    """What each writer task runs: a rehash (multiple_rehash, split) splits old bucket files,
+    an overwrite regroups shuffled rows; each new bucket gets a new file group."""
+    file_ids = {g: new_file_id(g[1]) for g in plan.new_buckets()}
     schema, fault = snapshot.arrow_schema(), faults.requested()
-    if plan.policy == "multiple_rehash":
+    if plan.policy != "overwrite":
         by_hash = files_by_hash(spark, plan.files)
         return RehashJob(snapshot.location, instant, schema, file_ids, by_hash, fault)
     return RegroupJob(snapshot.location, instant, schema, file_ids, fault)
@@ -181,14 +197,15 @@ def _rewrite(
     job: RehashJob | RegroupJob,
 ) -> list[NewFile]:
     """The Spark job: the plan's rows in their new bucket files, every row written once."""
+    if not plan.files:  # a split of a bucket that holds no file: only the layout changes
+        return []
     with _whole_file_reads(spark, max((f.size for f in plan.files), default=0)):
         frame = expansion_frame(spark, snapshot, target, plan)
         results = frame.mapInArrow(job, from_arrow_schema(REGROUP_RESULT_SCHEMA)).collect()
     written_rows = sum(r.num_records for r in results)
-    if written_rows != sum(c.rows for c in plan.changes):
+    if written_rows != plan.rows:
         raise RunnerError(
-            f"expansion wrote {written_rows} rows for {sum(c.rows for c in plan.changes)} "
-            "read; nothing was committed"
+            f"expansion wrote {written_rows} rows for {plan.rows} read; nothing was committed"
         )
     return [NewFile(r.path, r.size, r.stats) for r in results]
 
@@ -196,10 +213,11 @@ def _rewrite(
 def _relayout(
     snapshot: TableSnapshot, plan: ExpansionPlan, added: list[NewFile], instant: str
 ) -> Commit:
-    """The new bucket counts, the regrown partitions' old files out and the new ones in,
-    as one version that changes no row (runner/delta/transaction.py writes it)."""
+    """The new bucket layout, the regrown partitions' (split buckets') old files out and
+    the new ones in, as one version that changes no row (runner/delta/transaction.py
+    writes it)."""
     configuration = {
-        k: v for k, v in snapshot.configuration.items() if k != PARTITION_BUCKETS
+        k: v for k, v in snapshot.configuration.items() if k not in LAYOUT_KEYS
     } | plan.layout_after.to_configuration()
     return Commit(
         writer="expansion",
@@ -212,6 +230,7 @@ def _relayout(
             "buckets_after": layout_dict(plan.layout_after),
             "files_read": len(plan.files),
             "files_written": len(added),
+            **({"split": [s.name for s in plan.splits]} if plan.splits else {}),
         },
         added=tuple(added),
         removed=tuple(plan.files),
@@ -246,16 +265,25 @@ def expansion_frame(
 ) -> DataFrame:
     """What the expansion's writer tasks receive, with each row's new `_bucket`.
 
-    multiple_rehash: only the bucket function's inputs are read, and each row goes out as
-    (its file's FILE_HASH, its row index, new bucket): a scan and a projection, no
-    exchange; the writer reads the rows themselves from the file. overwrite: whole rows,
+    multiple_rehash and split: only the bucket function's inputs are read, and each row
+    goes out as (its file's FILE_HASH, its row index, new bucket): a scan and a projection,
+    no exchange; the writer reads the rows themselves from the file. overwrite: whole rows,
     shuffled by (partition path, new bucket) and sorted by key.
     """
-    rehash = plan.policy == "multiple_rehash"
-    rows = read_files(spark, snapshot, plan.files, positions=rehash)
-    counts = {c.partition_path: c.buckets_after for c in plan.changes}
+    rehash = plan.policy != "overwrite"
+    if plan.splits:
+        # each split bucket's files are read by one task (a coalesce, no shuffle), so that
+        # each child gets one file: a merge-on-read bucket's base and delta files are folded
+        frames = [
+            read_files(spark, snapshot, s.files, positions=True).coalesce(1)
+            for s in plan.splits
+            if s.files
+        ]
+        rows = reduce(DataFrame.unionAll, frames)
+    else:
+        rows = read_files(spark, snapshot, plan.files, positions=rehash)
     new_bucket = layout_bucket_column(
-        target.index.hash_fields, counts, plan.layout_after.default, F.col(PARTITION_PATH)
+        target.index.hash_fields, plan.layout_after, F.col(PARTITION_PATH)
     )
     if rehash:
         buckets = {(f.partition_path, f.bucket) for f in plan.files}
@@ -269,7 +297,7 @@ def expansion_frame(
             F.col(ROW_INDEX),
             new_bucket.alias(BUCKET),
         )
-    groups = sum(c.buckets_after for c in plan.changes)
+    groups = len(plan.new_buckets())
     shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
     return (
         rows.withColumn(BUCKET, new_bucket)
@@ -282,12 +310,48 @@ def expansion_frame(
 class ExpansionRequest:
     """What `runner expand` asks for: the new count (None: the spec's, or the table's
     times the policy's factor), the policy (None: the spec's), the partitions (none: all),
-    and whether only to plan."""
+    whether only to plan, and the buckets to split alone (`--bucket PARTITION/BUCKET`)."""
 
     buckets: int | None
     policy: str | None = None
     partitions: Sequence[str] = ()
     dry_run: bool = False
+    split: Sequence[str] = ()
+
+
+def plan_request(
+    snapshot: TableSnapshot, target: Target, request: ExpansionRequest
+) -> ExpansionPlan:
+    """The request's plan: the named buckets split alone; under the policy split (the
+    request's, else the spec's) with no new count, the buckets past
+    index.expansion.max_bucket_bytes split alone; else the partitions regrown."""
+    if request.split:
+        if request.buckets or request.policy or request.partitions:
+            raise UserError(
+                "--bucket splits the buckets it names: leave out --buckets, --policy and "
+                "--partition (or run them as an expansion of their own)"
+            )
+        return plan_split(snapshot, request.split)
+    expansion = target.index.expansion
+    if (request.policy or expansion.policy) == SPLIT and request.buckets is None:
+        if not expansion.max_bucket_bytes:
+            raise UserError(
+                "the policy split splits the buckets past index.expansion.max_bucket_bytes, "
+                "which the spec does not set: set it, or name buckets with --bucket"
+            )
+        plan = plan_hot_splits(snapshot, expansion.max_bucket_bytes, request.partitions)
+        if plan is None:
+            raise UserError(
+                f"nothing to do: no bucket of {snapshot.uri} holds more than "
+                f"index.expansion.max_bucket_bytes ({human_size(expansion.max_bucket_bytes)})"
+            )
+        return plan
+    if request.policy == SPLIT:
+        raise UserError(
+            "--policy split splits buckets past index.expansion.max_bucket_bytes and takes no "
+            "--buckets; leave out one of the two"
+        )
+    return plan_expansion(snapshot, target, request.buckets, request.policy, request.partitions)
 
 
 def expand_table(
@@ -304,8 +368,11 @@ def expand_table(
     if snapshot is None:
         raise UserError(f"no table at {target.path} yet: run the pipeline first")
     check_table_settings(spec.file, target, snapshot.configuration)
-    plan = plan_expansion(snapshot, target, request.buckets, request.policy, request.partitions)
-    log.info("expansion_planned", **{k: v for k, v in plan.to_dict().items() if k != "partitions"})
+    plan = plan_request(snapshot, target, request)
+    log.info(
+        "expansion_planned",
+        **{k: v for k, v in plan.to_dict().items() if k not in ("partitions", "splits")},
+    )
     if request.dry_run:
         return plan, None
     with Progress.start("expand", spec.name, tty=console_progress):
@@ -349,7 +416,8 @@ def check_automatic_expansion(target: Target) -> None:
 
 def expand_if_due(spark: SparkSession, spec: PipelineSpec) -> ExpandSummary | None:
     """After a commit: grow, by the spec's policy and factor, the partitions whose largest
-    bucket file passed index.expansion.max_bucket_bytes."""
+    bucket file passed index.expansion.max_bucket_bytes; under the policy split, split
+    alone each bucket whose live bytes passed it."""
     expansion = spec.target.index.expansion
     if not automatic(spec.target):
         return None
@@ -357,6 +425,12 @@ def expand_if_due(spark: SparkSession, spec: PipelineSpec) -> ExpandSummary | No
     if snapshot is None:
         return None
     assert expansion.max_bucket_bytes, "automatic() said it is set"
+    if expansion.policy == SPLIT:
+        plan = plan_hot_splits(snapshot, expansion.max_bucket_bytes)
+        if plan is None:
+            return None
+        log.info("split_due", buckets=[s.name for s in plan.splits])
+        return run_expansion(spark, snapshot, spec.target, plan)
     hot = buckets_over(snapshot, expansion.max_bucket_bytes)
     if not hot:
         return None

@@ -1,8 +1,9 @@
 """What a bucket expansion would do, from the Delta log alone (no Spark, nothing written).
 
 The plan step of runner/services/expand.py: the table's bucket layout before and after,
-each regrown partition with its files, rows and bytes. `runner plan` and `--dry-run` stop
-here; `run_expansion` executes a plan.
+each regrown partition, or each bucket split alone (runner/services/expansion_split.py),
+with its files, rows and bytes. `runner plan` and `--dry-run` stop here; `run_expansion`
+executes a plan.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runner.delta.log_entry import check_log_writable
-from runner.delta.snapshot import DataFile, TableSnapshot
+from runner.delta.snapshot import DataFile, Group, TableSnapshot
 from runner.errors import UserError
 from runner.index.layout import BucketLayout
 from runner.spec.model import Target
@@ -22,6 +23,7 @@ from runner.summary import human_size
 from runner.write import tombstones
 
 POLICIES = ("multiple_rehash", "overwrite")
+SPLIT = "split"  # the policy of a plan that splits buckets alone
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,32 @@ class PartitionChange:
 
 
 @dataclass(frozen=True)
+class BucketSplit:
+    """One bucket split alone: `bucket`, at `modulus`, into `bucket` and `bucket + modulus`."""
+
+    partition_path: str
+    bucket: int
+    modulus: int
+    files: tuple[DataFile, ...]
+
+    @property
+    def children(self) -> tuple[int, int]:
+        return (self.bucket, self.bucket + self.modulus)
+
+    @property
+    def rows(self) -> int:
+        return sum(f.live_records for f in self.files)
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    @property
+    def name(self) -> str:
+        return f"{self.partition_path}/{self.bucket}" if self.partition_path else str(self.bucket)
+
+
+@dataclass(frozen=True)
 class ExpansionPlan:
     table: str
     version: int
@@ -48,10 +76,35 @@ class ExpansionPlan:
     layout_before: BucketLayout
     layout_after: BucketLayout
     changes: tuple[PartitionChange, ...]
+    splits: tuple[BucketSplit, ...] = ()
+
+    @property
+    def parts(self) -> list[PartitionChange | BucketSplit]:
+        """What it rewrites: the regrown partitions, or the buckets split alone."""
+        return [*self.changes, *self.splits]
 
     @property
     def files(self) -> list[DataFile]:
-        return [f for c in self.changes for f in c.files]
+        return [f for c in self.parts for f in c.files]
+
+    @property
+    def rows(self) -> int:
+        return sum(c.rows for c in self.parts)
+
+    @property
+    def bytes(self) -> int:
+        return sum(c.bytes for c in self.parts)
+
+    def new_buckets(self) -> list[Group]:
+        """The buckets the rewrite writes: every bucket of a regrown partition, both
+        children of a split bucket."""
+        regrown = [
+            (c.partition_path, b)
+            for c in self.changes
+            for b, _ in self.layout_after.leaves(c.partition_path)
+        ]
+        split = [(s.partition_path, b) for s in self.splits for b in s.children]
+        return regrown + split
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -71,11 +124,24 @@ class ExpansionPlan:
                 }
                 for c in self.changes
             ],
+            "splits": [
+                {
+                    "partition": s.partition_path,
+                    "bucket": s.bucket,
+                    "modulus_before": s.modulus,
+                    "buckets_after": list(s.children),
+                    "modulus_after": 2 * s.modulus,
+                    "files_read": len(s.files),
+                    "rows": s.rows,
+                    "bytes_read": s.bytes,
+                }
+                for s in self.splits
+            ],
             "files_read": len(self.files),
-            "bytes_read": sum(c.bytes for c in self.changes),
-            "rows": sum(c.rows for c in self.changes),
+            "bytes_read": self.bytes,
+            "rows": self.rows,
             # the rows are copied, not changed: about as many bytes come out as go in
-            "bytes_written_estimate": sum(c.bytes for c in self.changes),
+            "bytes_written_estimate": self.bytes,
             "shuffle": self.policy == "overwrite",
         }
 
@@ -85,16 +151,26 @@ class ExpansionPlan:
         lines = [
             f"expansion plan for {self.table} at version {self.version} ({self.policy}, {how})",
             f"  buckets      {self.layout_before.describe()} -> {self.layout_after.describe()}",
-            f"  partitions   {len(self.changes)} regrown",
         ]
-        for c in self.changes[:20]:
-            lines.append(
+        if self.policy == SPLIT:
+            lines.append(f"  split        {len(self.splits)} bucket(s) alone")
+            lines += [
+                f"    {s.partition_path or '<table root>'} bucket {s.bucket}: modulus "
+                f"{s.modulus} -> {2 * s.modulus}, into {s.children[0]} and {s.children[1]}, "
+                f"{len(s.files)} file(s), {s.rows:,} rows, {human_size(s.bytes)}"
+                for s in self.splits[:20]
+            ]
+        else:
+            lines.append(f"  partitions   {len(self.changes)} regrown")
+            lines += [
                 f"    {c.partition_path or '<table root>'}: {c.buckets_before} -> "
                 f"{c.buckets_after} buckets, {len(c.files)} file(s), {c.rows:,} rows, "
                 f"{human_size(c.bytes)}"
-            )
-        if len(self.changes) > 20:
-            lines.append(f"    ... and {len(self.changes) - 20} more")
+                for c in self.changes[:20]
+            ]
+        more = max(len(self.changes), len(self.splits)) - 20
+        if more > 0:
+            lines.append(f"    ... and {more} more")
         lines.append(
             f"  read         {d['files_read']} file(s), {human_size(d['bytes_read'])}; "
             f"write about {human_size(d['bytes_written_estimate'])}"
@@ -114,22 +190,16 @@ def plan_expansion(
     `buckets` None means the spec's factor times each partition's current count.
     """
     expansion = target.index.expansion
-    policy = policy or (expansion.policy if expansion.policy != "none" else "multiple_rehash")
+    if policy is None:
+        policy = expansion.policy if expansion.policy in POLICIES else "multiple_rehash"
     if policy not in POLICIES:
         raise UserError(f"unknown expansion policy {policy!r}; use one of {', '.join(POLICIES)}")
     check_expandable(snapshot.location)  # before any work
     layout = BucketLayout.from_configuration(snapshot.configuration)
-    by_partition: dict[str, list[DataFile]] = {}
-    for f in snapshot.files():
-        by_partition.setdefault(f.partition_path, []).append(f)
-
+    by_partition = files_by_partition(snapshot)
     whole_table = not partitions
     chosen = sorted(by_partition) if whole_table else list(dict.fromkeys(partitions))
-    for pp in chosen:
-        if pp not in by_partition:
-            near = difflib.get_close_matches(pp, list(by_partition), n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
-            raise UserError(f"partition {pp!r} holds no data in {snapshot.uri}{hint}")
+    check_partitions(snapshot, by_partition, chosen)
 
     counts: dict[str, int] = {}
     changes = []
@@ -148,24 +218,61 @@ def plan_expansion(
         layout_after = layout.with_counts(counts)
     if layout_after == layout:
         raise UserError(f"nothing to do: {snapshot.uri} already has {layout.describe()}")
-    _refuse_tombstones(snapshot, changes)
+    if policy == "multiple_rehash":
+        for change in changes:
+            _check_splits_kept(layout, layout_after, change)
+    refuse_tombstones(snapshot, [f for c in changes for f in c.files])
     return ExpansionPlan(
         snapshot.uri, snapshot.version, policy, layout, layout_after, tuple(changes)
     )
 
 
-def _refuse_tombstones(snapshot: TableSnapshot, changes: list[PartitionChange]) -> None:
+def files_by_partition(snapshot: TableSnapshot) -> dict[str, list[DataFile]]:
+    by_partition: dict[str, list[DataFile]] = {}
+    for f in snapshot.files():
+        by_partition.setdefault(f.partition_path, []).append(f)
+    return by_partition
+
+
+def check_partitions(
+    snapshot: TableSnapshot, by_partition: dict[str, list[DataFile]], chosen: Sequence[str]
+) -> None:
+    """Refuses a partition that holds no data, naming the closest one that does."""
+    for pp in chosen:
+        if pp not in by_partition:
+            near = difflib.get_close_matches(pp, list(by_partition), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise UserError(f"partition {pp!r} holds no data in {snapshot.uri}{hint}")
+
+
+def _check_splits_kept(before: BucketLayout, after: BucketLayout, change: PartitionChange) -> None:
+    """multiple_rehash splits each old bucket on its own: every new bucket must lie in one
+    old bucket, which a bucket split alone allows only for some counts (a power of two
+    times the partition's always)."""
+    across = after.leaf_across(before, change.partition_path)
+    if across is None:
+        return
+    bucket, modulus = across
+    raise UserError(
+        f"bucket {bucket} of {change.partition_path or 'the table root'} was split alone (to "
+        f"modulus {modulus}), and {change.buckets_after} buckets would cut across it: "
+        f"multiple_rehash can grow a partition with split buckets by a power of two (e.g. "
+        f"--buckets {change.buckets_before * 2}); use --policy overwrite to reshuffle into "
+        f"{change.buckets_after} buckets"
+    )
+
+
+def refuse_tombstones(snapshot: TableSnapshot, files: Sequence[DataFile]) -> None:
     """A change feed's table may remember deleted keys in its files' footers
     (runner/write/tombstones.py); an expansion does not carry them into the new buckets
     yet, and a late event could then bring a deleted key back."""
     if "runner.cdc.sequence_by" not in snapshot.configuration:
         return
     fs, root = snapshot.location.filesystem()
-    paths = [f.path for change in changes for f in change.files]
-    if tombstones.held(fs, root, paths):
+    if tombstones.held(fs, root, [f.path for f in files]):
         raise UserError(
             f"{snapshot.uri} remembers deleted keys of its change feed (tombstones, kept "
-            "cdc.tombstone_hours) in the partitions to expand, and an expansion does not "
+            "cdc.tombstone_hours) in the buckets to expand, and an expansion does not "
             "carry them into the new buckets yet; expand once they have expired, or into "
             "a new table"
         )
@@ -191,4 +298,7 @@ def buckets_over(snapshot: TableSnapshot, max_bytes: int) -> list[str]:
 
 
 def layout_dict(layout: BucketLayout) -> dict[str, Any]:
-    return {"default": layout.default, "partitions": dict(layout.partitions)}
+    shown: dict[str, Any] = {"default": layout.default, "partitions": dict(layout.partitions)}
+    if layout.splits:
+        shown["splits"] = layout.splits_json()
+    return shown

@@ -25,7 +25,7 @@ IncrementalMode = Literal["new_files", "since_last", "column"]
 DeletesMode = Literal["propagate", "ignore"]
 ValueFormat = Literal["json", "avro", "raw"]  # how a Kafka record's value is decoded
 OnDataLoss = Literal["fail", "skip"]
-ExpansionPolicy = Literal["multiple_rehash", "overwrite", "none"]
+ExpansionPolicy = Literal["multiple_rehash", "overwrite", "split", "none"]
 RestartPolicy = Literal["Never", "OnFailure", "Always"]
 ComplexEncoding = Literal["FIELD_PREFIXED", "VALUE_ONLY"]
 
@@ -142,7 +142,7 @@ class MergerSpec:
 class ExpansionSpec:
     policy: ExpansionPolicy = "multiple_rehash"
     factor: int = 2
-    max_bucket_bytes: int | None = None  # expand automatically past this (None: never)
+    max_bucket_bytes: int | None = None  # expand (split) automatically past this (None: never)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""`runner plan`, `runner expand` and `runner inspect` as a user runs them, on the quickstart."""
+"""`runner plan`, `runner expand` (a whole table, then one bucket alone) and `runner inspect`
+as a user runs them, on the quickstart."""
 
 from __future__ import annotations
 
@@ -63,12 +64,31 @@ def test_plan_expand_inspect_then_the_next_run(tmp_path):
     png = (tmp_path / "buckets.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
 
+    # the largest bucket splits alone: 32 -> 64 for it only (the plan starts no JVM)
+    part = max(report["partitions"], key=lambda p: p["rows"])
+    hot = max(part["bucket_detail"], key=lambda b: b["rows"])["bucket"]
+    name = f"{part['partition']}/{hot}"
+    planned = _runner(tmp_path, "plan", "pipelines/quickstart.yaml", "--bucket", name, "--json")
+    assert planned.returncode == 0 and "spark_starting" not in planned.stderr, planned.stderr
+    (split,) = json.loads(planned.stdout)["plan"]["splits"]
+    assert (split["modulus_before"], split["buckets_after"]) == (32, [hot, hot + 32])
+    unknown = _runner(tmp_path, "expand", "pipelines/quickstart.yaml", "--bucket", "city=x/1")
+    assert unknown.returncode == 2 and "holds no data" in unknown.stderr
+    done = _runner(tmp_path, "expand", "pipelines/quickstart.yaml", "--bucket", name)
+    assert done.returncode == 0, done.stderr
+    assert "committed version 3" in done.stdout and "1 split alone" in done.stdout
+    inspected = _runner(tmp_path, "inspect", str(table))
+    assert f"{hot} (modulus 64, depth 1), {hot + 32} (modulus 64, depth 1)" in inspected.stdout
+
     # the spec still says 16 (the count the table was created with): the next run writes
-    # into the 32-bucket layout
+    # into the 32-bucket layout, with the split bucket's rows at modulus 64
     corrections = _runner(tmp_path, "pipelines/quickstart_corrections.yaml")
     assert corrections.returncode == 0, corrections.stderr
-    assert "committed version 3" in corrections.stdout
+    assert "committed version 4" in corrections.stdout
     after = DeltaTable(str(table)).to_pyarrow_table().to_pandas()
     assert (after["_commit_time"] > rows["_commit_time"].max()).any(), "the run wrote rows"
-    for trip_id, bucket in zip(after["trip_id"], after["_bucket"], strict=True):
-        assert bucket == bucket_of((str(trip_id),), 32)
+    for trip_id, pp, bucket in zip(
+        after["trip_id"], after["_partition_path"], after["_bucket"], strict=True
+    ):
+        split_here = pp == part["partition"] and bucket_of((str(trip_id),), 32) == hot
+        assert bucket == bucket_of((str(trip_id),), 64 if split_here else 32)

@@ -161,15 +161,22 @@ def test_one_partition_grows_alone_and_writes_follow_its_count(spark, table):
         expand_table(spec, ExpansionRequest(32, partitions=["city=sg"], dry_run=True))
 
 
-@pytest.mark.parametrize("point", ["after_bucket_file", "before_commit"])
-def test_a_failed_expansion_leaves_the_table_as_it_was(spark, table, monkeypatch, point):
+@pytest.mark.parametrize(
+    "point, request_",
+    [
+        ("after_bucket_file", ExpansionRequest(8, "multiple_rehash")),
+        ("before_commit", ExpansionRequest(8, "multiple_rehash")),
+        ("after_bucket_file", ExpansionRequest(None, split=("city=sf/1",))),  # one bucket
+    ],
+)
+def test_a_failed_expansion_leaves_the_table_as_it_was(spark, table, monkeypatch, point, request_):
     spec_path, table_dir, _ = table
     before = _sorted(read_table(table_dir))
     version = DeltaTable(str(table_dir)).version()
     on_disk = {p for p in table_dir.rglob("*.parquet")}
     monkeypatch.setenv("RUNNER_FAULT", point)
     with pytest.raises(Exception, match="injected fault"):
-        expand_table(load_spec(spec_path), ExpansionRequest(8, "multiple_rehash"), spark=spark)
+        expand_table(load_spec(spec_path), request_, spark=spark)
     monkeypatch.delenv("RUNNER_FAULT")
     assert DeltaTable(str(table_dir)).version() == version
     pd.testing.assert_frame_equal(_sorted(read_table(table_dir)), before)
