@@ -1,9 +1,11 @@
-"""`runner compact`: fold each bucket's files and deletion vectors into one base file.
+"""`runner compact`: fold each bucket's files and deletion vectors into sorted base files, one
+per file group of the target size.
 
 On a MERGE_ON_READ table a bucket gathers delta files and deletion vectors run after run;
-readers pay for each. Compaction reads a bucket's live rows, sorts them by key and writes
-one new file of the bucket's file group; one Delta version removes the old files and adds
-the new ones (`dataChange: false`: no row changes, incremental readers skip it).
+readers pay for each. Compaction reads a bucket's live rows, sorts them by key and cuts them
+into file groups of `index.file_group_bytes` (small neighbours merged, large groups cut);
+one Delta version removes the old files and adds the new ones (`dataChange: false`: no row
+changes, incremental readers skip it).
 
 A writer may commit to a bucket while compaction reads it. The commit goes through
 runner/delta/transaction.py under its CompactionRule: a bucket whose files or deletion

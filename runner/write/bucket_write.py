@@ -4,9 +4,10 @@ the commit reads from their result rows.
 `bucket_write(target)` picks the handles (runner/write/handles.py says which stored files
 each kind of bucket write replaces): copy-on-write rewrites every changed bucket; merge-on-
 read keeps a bucket's files where it can, with deletion vectors and a delta file, and
-rewrites it past the compaction limits. The commit removes the files `replaced_files`
-names (every file of a rewritten bucket, the delta files a merge-on-read bucket folded)
-and re-adds those `new_deletion_vectors` names with their new deletion vector.
+rewrites it past the compaction limits. The commit adds the files `written_files` names
+(each group's new file, and those of the groups a rewrite split off), removes those
+`replaced_files` names (every file of a rewritten group, the delta files a merge-on-read
+group folded) and re-adds those `new_deletion_vectors` names with their new deletion vector.
 """
 
 from __future__ import annotations

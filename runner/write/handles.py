@@ -1,18 +1,20 @@
-"""Write handles: which stored files a changed bucket's write replaces, which keep their
+"""Write handles: which stored files a changed file group's write replaces, which keep their
 place with a deletion vector, which it leaves alone, and the writing of its new file.
 
-Which files does an upsert (or insert, delete, change feed) rewrite? The table's handles
-(`CopyOnWriteHandles`, `MergeOnReadHandles`) pick one handle per changed bucket in
-`handle_for`, and that handle's `files()` names them:
+A handle works on one file group of a bucket (runner/write/file_groups.py; a bucket of one
+group, or of overlapping files, is one). Which files does an upsert (or insert, delete,
+change feed) rewrite? The table's handles (`CopyOnWriteHandles`, `MergeOnReadHandles`)
+pick one handle per changed group in `handle_for`, and that handle's `files()` names them:
 
 - CreateHandle (Hudi's HoodieCreateHandle): the bucket has no stored file; its first file
-  starts its file group.
-- MergeHandle (HoodieMergeHandle), copy-on-write: every stored file is replaced by one new
-  file holding their rows that stay (those no deletion vector deletes and the batch does
-  not replace or delete) and the merged rows.
+  starts its file group (or several, sorted, when its rows pass the target size).
+- MergeHandle (HoodieMergeHandle), copy-on-write: every stored file of the group is replaced
+  by one new file holding their rows that stay (those no deletion vector deletes and the
+  batch does not replace or delete) and the merged rows, sorted by key; past the target
+  size it is cut into several groups (BucketOutput.close_sorted).
 - AppendHandle (HoodieAppendHandle), merge-on-read: the merged rows go into a new delta
-  file of the bucket's file group; each stored file losing rows keeps its place with a
-  deletion vector for them (one DV file per bucket). The bucket's earlier delta files go
+  file of the file group; each stored file losing rows keeps its place with a deletion
+  vector for them (one DV file per group). The bucket's earlier delta files go
   into the new file too while they are small next to its base file
   (DeltaFileLimits.fold_fraction), and are replaced: a bucket settles at a base file and
   one delta file. A bucket with `max_delta_files` files, or whose deleted fraction would

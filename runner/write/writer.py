@@ -1,9 +1,10 @@
 """The executor job of a write: the batch's rows of each touched bucket merged with its
-stored rows, and the bucket's new files written; one result row per bucket.
+stored rows, and the bucket's new files written; one result row per file group written.
 
 It runs inside `mapInArrow` (or on driver threads, runner/write/driver_merge.py) on the
 incoming rows, sorted by (partition path, bucket, record key) and marked by Spark as
-`candidate` (the batch's winner for its key) or `duplicate`. Per bucket:
+`candidate` (the batch's winner for its key) or `duplicate`. Per bucket, its rows are
+routed to its file groups by key range (runner/write/file_groups.py), and per group:
 
 1. its stored side is read next to its rows (runner/write/stored_bucket.py): the key
    columns of its live stored rows, never shuffled;
