@@ -38,8 +38,6 @@ from __future__ import annotations
 import json
 import shutil
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -60,12 +58,12 @@ from bench.write import (
     make_rows,
     parquet_dataset,
     percent,
+    runner_process,
     spec_file,
     write_source,
 )
 from runner.pipeline.run import run_pipeline
 
-ROOT = Path(__file__).resolve().parents[1]
 TABLE_TYPES = ("COPY_ON_WRITE", "MERGE_ON_READ")
 FRACTION = 0.01  # of the keys, updated by the upsert
 CDF = "delta.enableChangeDataFeed"
@@ -222,25 +220,7 @@ def _runner(work: Path, table: Path, spec_name: str = "upsert") -> Callable[[], 
 
     def run() -> Run:
         before, version = _stored_files(table), _version(table)
-        summary_file = work / "summary.json"
-        start = time.perf_counter()
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "runner",
-                str(work / f"{spec_name}.yaml"),
-                "--summary-json",
-                str(summary_file),
-            ],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-        )
-        seconds = time.perf_counter() - start
-        if done.returncode:
-            raise RuntimeError(f"runner exited {done.returncode}:\n{done.stderr[-3000:]}")
-        summary = json.loads(summary_file.read_text())
+        seconds, summary = runner_process(work / f"{spec_name}.yaml", work / "summary.json")
         job = sum(s for stage, s in summary["stage_seconds"].items() if stage != "start")
         return _run(table, before, version, seconds, job_seconds=round(job, 3), summary=summary)
 

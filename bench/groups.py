@@ -24,11 +24,7 @@ Every upsert is checked: the row count is unchanged and the keys hold their new 
 
 from __future__ import annotations
 
-import json
 import statistics
-import subprocess
-import sys
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,12 +34,11 @@ import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 
-from bench.write import fresh_copy, make_rows, spec_file, write_source
+from bench.write import fresh_copy, make_rows, runner_process, spec_file, write_source
 from runner.delta.snapshot import DataFile, open_table
 from runner.pipeline.run import run_pipeline
 from runner.services.compact import compact_table
 
-ROOT = Path(__file__).resolve().parents[1]
 BUCKETS = 2
 GROUP_BYTES = 2 * 2**20
 KEY_COLUMNS = ("_record_key", "ts")
@@ -147,21 +142,7 @@ def _upserts(
 
 def _runner(work: Path, spec_name: str) -> dict:
     """`runner SPEC --summary-json FILE`, a whole process: wall seconds and the summary."""
-    summary_file = work / "summary.json"
-    start = time.perf_counter()
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "runner", str(work / f"{spec_name}.yaml")),
-            *("--summary-json", str(summary_file)),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    seconds = time.perf_counter() - start
-    if done.returncode:
-        raise RuntimeError(f"runner exited {done.returncode}:\n{done.stderr[-3000:]}")
-    summary = json.loads(summary_file.read_text())
+    seconds, summary = runner_process(work / f"{spec_name}.yaml", work / "summary.json")
     job = sum(s for stage, s in summary["stage_seconds"].items() if stage != "start")
     return {"seconds": seconds, "job_seconds": job, "summary": summary}
 

@@ -18,8 +18,11 @@ checksums stream the `id` and `amount` columns batch by batch.
 
 from __future__ import annotations
 
+import json
 import shutil
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -176,6 +179,22 @@ def stage_report(summaries: list) -> dict:
         for stage in stages
     }
     return {"runner_stage_seconds": runs, "runner_stages_median": median}
+
+
+def runner_process(spec: Path, summary_file: Path) -> tuple[float, dict]:
+    """`runner SPEC --summary-json FILE` as a user runs it, a whole process: its wall seconds
+    and its run summary (a failed run raises, with the end of its stderr)."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "runner", str(spec), "--summary-json", str(summary_file)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    seconds = time.perf_counter() - start
+    if done.returncode:
+        raise RuntimeError(f"runner exited {done.returncode}:\n{done.stderr[-3000:]}")
+    return seconds, json.loads(summary_file.read_text())
 
 
 def dir_bytes(path: Path) -> int:
