@@ -26,11 +26,9 @@ POLICIES = ("multiple_rehash", "overwrite")
 SPLIT = "split"  # the policy of a plan that splits buckets alone
 
 
-@dataclass(frozen=True)
-class PartitionChange:
-    partition_path: str
-    buckets_before: int
-    buckets_after: int
+class ReadFiles:
+    """What an expansion reads of a partition or bucket: its live rows and bytes."""
+
     files: tuple[DataFile, ...]
 
     @property
@@ -43,7 +41,15 @@ class PartitionChange:
 
 
 @dataclass(frozen=True)
-class BucketSplit:
+class PartitionChange(ReadFiles):
+    partition_path: str
+    buckets_before: int
+    buckets_after: int
+    files: tuple[DataFile, ...]
+
+
+@dataclass(frozen=True)
+class BucketSplit(ReadFiles):
     """One bucket split alone: `bucket`, at `modulus`, into `bucket` and `bucket + modulus`."""
 
     partition_path: str
@@ -54,14 +60,6 @@ class BucketSplit:
     @property
     def children(self) -> tuple[int, int]:
         return (self.bucket, self.bucket + self.modulus)
-
-    @property
-    def rows(self) -> int:
-        return sum(f.live_records for f in self.files)
-
-    @property
-    def bytes(self) -> int:
-        return sum(f.size for f in self.files)
 
     @property
     def name(self) -> str:
