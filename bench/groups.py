@@ -20,11 +20,22 @@ Scenarios, each a whole `runner SPEC` process per timed run, from a fresh copy o
 K keys two ways: drawn at random over the table (they touch most groups), and K
 consecutive ids (recent records corrected: they fall in few key ranges per bucket).
 Every upsert is checked: the row count is unchanged and the keys hold their new values.
+3. `runner read TABLE --key K` of one key of the grouped copy-on-write table, a whole
+   process, beside a whole `python` process running Polars' `scan_delta` filtered on
+   `_record_key == K`; the files opened as the lookup reports them; both rows checked.
+4. a hot-bucket split, `runner expand SPEC --bucket P/B` of one bucket (one group per
+   bucket table), beside `runner expand SPEC --partition P` (multiple_rehash, x2) of its
+   whole partition: wall seconds, bytes of the files read (removed) and written (added),
+   from the commit; the row count is checked after each.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
+import subprocess
+import sys
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -80,6 +91,9 @@ def run_groups_benchmarks(
                 )
             }
             results.append(_result(table_type, how, keys, rows, runs))
+        if table_type == "COPY_ON_WRITE":
+            results.append(_key_lookup(tables.groups, rows, repeats))
+            results.append(_hot_split(work, tables.one_group, rows, repeats))
     return results
 
 
@@ -222,6 +236,78 @@ def render_groups(results: list[dict]) -> str:
                 f"{f['files_removed']} | {f['key_bytes_read'] / 2**20:.2f} MiB |"
             )
     return "\n".join(lines)
+
+
+def _key_lookup(table: Path, rows: int, repeats: int) -> dict:
+    """One key read back by `runner read --key` and by Polars, each a whole process."""
+    key = str(rows // 3)
+    runner = [sys.executable, "-m", "runner", "read", str(table), "--key", key]
+    polars = [
+        sys.executable,
+        "-c",
+        "import sys, polars as pl; print(pl.scan_delta(sys.argv[1])"
+        ".filter(pl.col('_record_key') == sys.argv[2]).collect().height)",
+        str(table),
+        key,
+    ]
+    times: dict[str, list[float]] = {"runner": [], "polars": []}
+    for _ in range(repeats):
+        for name, command in (("runner", runner), ("polars", polars)):
+            start = time.perf_counter()
+            done = subprocess.run(command, capture_output=True, text=True, check=True)
+            times[name].append(time.perf_counter() - start)
+            if name == "runner":
+                assert json.loads(done.stdout)["id"] == rows // 3, done.stdout
+                said = done.stderr.strip().splitlines()[-1]  # "... from 8 of 128 file(s) ..."
+                opened = said[said.index("from ") :]
+            else:
+                assert done.stdout.strip() == "1", done.stdout
+    return {
+        "scenario": f"runner read --key of one key of {rows:,} rows, whole process ({opened})",
+        "runner_s": statistics.median(times["runner"]),
+        "peers": {"polars scan_delta + filter, whole process": statistics.median(times["polars"])},
+    }
+
+
+def _hot_split(work: Path, base: Path, rows: int, repeats: int) -> dict:
+    """One bucket split alone beside its partition doubled, whole processes."""
+    files = open_table(str(base)).files()
+    partition = sorted({f.partition_path for f in files})[0]
+    table = work / "split"
+    spec_file(work, "split", "upsert", work / "source", table, BUCKETS)
+    commands = {
+        "split": ["expand", str(work / "split.yaml"), "--bucket", f"{partition}/0"],
+        "partition": ["expand", str(work / "split.yaml"), "--partition", partition],
+    }
+    figures: dict[str, list[tuple[float, int, int]]] = {name: [] for name in commands}
+    for _ in range(repeats):
+        for name, args in commands.items():
+            fresh_copy(base, table)
+            before = {f.path: f.size for f in open_table(str(table)).files()}
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "runner", *args], check=True, capture_output=True)
+            seconds = time.perf_counter() - start
+            after = {f.path: f.size for f in open_table(str(table)).files()}
+            read = sum(size for path, size in before.items() if path not in after)
+            written = sum(size for path, size in after.items() if path not in before)
+            assert sum(f.live_records for f in open_table(str(table)).files()) == rows
+            figures[name].append((seconds, read, written))
+    med = {
+        name: [statistics.median(run[i] for run in runs) for i in range(3)]
+        for name, runs in figures.items()
+    }
+    mib = 2**20
+    return {
+        "scenario": (
+            f"runner expand --bucket {partition}/0 (read {med['split'][1] / mib:.1f} MiB, "
+            f"wrote {med['split'][2] / mib:.1f} MiB), whole process"
+        ),
+        "runner_s": med["split"][0],
+        "peers": {
+            f"runner expand --partition {partition} (read {med['partition'][1] / mib:.1f} MiB, "
+            f"wrote {med['partition'][2] / mib:.1f} MiB)": med["partition"][0]
+        },
+    }
 
 
 def _by_bucket(files: list[DataFile]) -> dict:
