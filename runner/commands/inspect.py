@@ -9,9 +9,11 @@ A bucket split alone (`runner expand --bucket`, runner/index/layout.py) is liste
 modulus and depth (how many times it and its parents split since the partition's count):
 bucket 7 at modulus 16 in a partition of 4 buckets is at depth 2.
 
-On a MERGE_ON_READ table, rows are the live rows (stored minus those deletion vectors
-delete), and each partition also reports its deleted rows and the buckets holding more
-than one file: what `runner compact` would fold.
+A bucket may hold several file groups (index.file_group_bytes, runner/write/file_groups.py):
+each partition counts them, and the text shows a `groups` column once any bucket has more
+than one. On a MERGE_ON_READ table, rows are the live rows (stored minus those deletion
+vectors delete), and each partition also reports its deleted rows and the buckets with a
+group of more than one file: what `runner compact` would fold.
 """
 
 from __future__ import annotations
@@ -34,13 +36,17 @@ def inspect_table(uri: str) -> dict[str, Any]:
         raise UserError(f"{uri} is a Delta table not written by runner (no runner.* settings)")
     layout = BucketLayout.from_configuration(snapshot.configuration)
     partitions: dict[str, dict[int, dict[str, int]]] = {}
-    empty = {"rows": 0, "deleted_rows": 0, "bytes": 0, "files": 0}
+    empty = {"rows": 0, "deleted_rows": 0, "bytes": 0, "files": 0, "groups": 0}
+    group_ids: set[tuple[str, int, str]] = set()
     for f in snapshot.files():
         bucket = partitions.setdefault(f.partition_path, {}).setdefault(f.bucket, dict(empty))
         bucket["rows"] += f.live_records
         bucket["deleted_rows"] += f.deleted_records
         bucket["bytes"] += f.size
         bucket["files"] += 1
+        if (f.partition_path, f.bucket, f.file_id) not in group_ids:
+            group_ids.add((f.partition_path, f.bucket, f.file_id))
+            bucket["groups"] += 1
     report_partitions = []
     for pp in sorted(partitions):
         count = layout.count_for(pp)
@@ -61,8 +67,9 @@ def inspect_table(uri: str) -> dict[str, Any]:
                 "rows": sum(b["rows"] for b in buckets),
                 "bytes": sum(sizes),
                 "files": sum(b["files"] for b in buckets),
+                "file_groups": sum(b["groups"] for b in buckets),
                 "deleted_rows": sum(b["deleted_rows"] for b in buckets),
-                "buckets_with_delta_files": sum(1 for b in buckets if b["files"] > 1),
+                "buckets_with_delta_files": sum(1 for b in buckets if b["files"] > b["groups"]),
                 "largest_bucket_bytes": max(sizes),
                 "empty_buckets": sum(1 for b in buckets if b["files"] == 0),
                 "skew": round(max(sizes) / mean, 3) if mean else 0.0,
@@ -103,6 +110,9 @@ def _depth(count: int, modulus: int | None) -> int:
 
 def render_report(report: dict[str, Any]) -> str:
     mor = report["table_type"] == "MERGE_ON_READ" or report["buckets_with_several_files"] > 0
+    grouped = any(
+        p["file_groups"] > p["buckets"] - p["empty_buckets"] for p in report["partitions"]
+    )
     lines = [
         f"{report['table']}  version {report['version']}  {report['table_type']}  "
         f"{report['rows']:,} rows  {human_size(report['bytes'])} in {report['files']} file(s)"
@@ -115,7 +125,9 @@ def render_report(report: dict[str, Any]) -> str:
         ),
         "",
         f"{'partition':<32} {'buckets':>7} {'empty':>5} {'rows':>12} {'bytes':>10} "
-        f"{'largest':>10} {'skew':>5}" + (f" {'deleted':>10} {'multi-file':>10}" if mor else ""),
+        f"{'largest':>10} {'skew':>5}"
+        + (f" {'groups':>6}" if grouped else "")
+        + (f" {'deleted':>10} {'multi-file':>10}" if mor else ""),
     ]
     for p in report["partitions"]:
         name = p["partition"] or "<table root>"
@@ -123,6 +135,7 @@ def render_report(report: dict[str, Any]) -> str:
             f"{name[:32]:<32} {p['buckets']:>7} {p['empty_buckets']:>5} {p['rows']:>12,} "
             f"{human_size(p['bytes']):>10} {human_size(p['largest_bucket_bytes']):>10} "
             f"{p['skew']:>5.2f}"
+            + (f" {p['file_groups']:>6}" if grouped else "")
             + (f" {p['deleted_rows']:>10,} {p['buckets_with_delta_files']:>10}" if mor else "")
         )
         if p["split_buckets"]:

@@ -18,6 +18,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
+from runner.commands.inspect import inspect_table, render_report
 from runner.commands.key_lookup import lookup_keys
 from runner.delta.snapshot import DataFile, open_table
 from runner.delta.spark_read import read_table as spark_read_table
@@ -167,6 +168,12 @@ def test_a_copy_on_write_upsert_rewrites_only_its_keys_groups(spark, tmp_path):
     assert (done.updated, done.files_removed) == (1, 1)
     assert done.bytes_written < sum(f.size for f in open_table(str(table)).files()) / 10
     assert _check_groups(table) >= len(before)
+
+    # `runner inspect` counts the groups, none of them a multi-file group
+    report = inspect_table(str(table))
+    assert all(p["file_groups"] > p["buckets"] for p in report["partitions"])
+    assert report["buckets_with_several_files"] == 0
+    assert " groups" in render_report(report).splitlines()[3]
 
     # a key lookup opens one file per partition: its bucket's group whose range holds it
     found = lookup_keys(str(table), ["1234"])
