@@ -26,6 +26,7 @@ from runner.index.layout import BucketLayout
 from runner.summary import human_size
 
 PLOTTED_PARTITIONS = 12
+EMPTY_BUCKET = {"rows": 0, "deleted_rows": 0, "bytes": 0, "files": 0, "groups": 0}
 
 
 def inspect_table(uri: str) -> dict[str, Any]:
@@ -36,10 +37,11 @@ def inspect_table(uri: str) -> dict[str, Any]:
         raise UserError(f"{uri} is a Delta table not written by runner (no runner.* settings)")
     layout = BucketLayout.from_configuration(snapshot.configuration)
     partitions: dict[str, dict[int, dict[str, int]]] = {}
-    empty = {"rows": 0, "deleted_rows": 0, "bytes": 0, "files": 0, "groups": 0}
     group_ids: set[tuple[str, int, str]] = set()
     for f in snapshot.files():
-        bucket = partitions.setdefault(f.partition_path, {}).setdefault(f.bucket, dict(empty))
+        bucket = partitions.setdefault(f.partition_path, {}).setdefault(
+            f.bucket, dict(EMPTY_BUCKET)
+        )
         bucket["rows"] += f.live_records
         bucket["deleted_rows"] += f.deleted_records
         bucket["bytes"] += f.size
@@ -47,35 +49,7 @@ def inspect_table(uri: str) -> dict[str, Any]:
         if (f.partition_path, f.bucket, f.file_id) not in group_ids:
             group_ids.add((f.partition_path, f.bucket, f.file_id))
             bucket["groups"] += 1
-    report_partitions = []
-    for pp in sorted(partitions):
-        count = layout.count_for(pp)
-        buckets: list[dict[str, Any]] = [
-            {"bucket": b, "modulus": m, "depth": _depth(count, m), **partitions[pp].get(b, empty)}
-            for b, m in _buckets(layout, pp, partitions[pp])
-        ]
-        sizes = [b["bytes"] for b in buckets]
-        mean = sum(sizes) / len(sizes)
-        report_partitions.append(
-            {
-                "partition": pp,
-                "buckets": len(buckets),
-                "count": count,
-                "split_buckets": [
-                    {k: b[k] for k in ("bucket", "modulus", "depth")} for b in buckets if b["depth"]
-                ],
-                "rows": sum(b["rows"] for b in buckets),
-                "bytes": sum(sizes),
-                "files": sum(b["files"] for b in buckets),
-                "file_groups": sum(b["groups"] for b in buckets),
-                "deleted_rows": sum(b["deleted_rows"] for b in buckets),
-                "buckets_with_delta_files": sum(1 for b in buckets if b["files"] > b["groups"]),
-                "largest_bucket_bytes": max(sizes),
-                "empty_buckets": sum(1 for b in buckets if b["files"] == 0),
-                "skew": round(max(sizes) / mean, 3) if mean else 0.0,
-                "bucket_detail": buckets,
-            }
-        )
+    report_partitions = [_partition_report(layout, pp, partitions[pp]) for pp in sorted(partitions)]
     return {
         "table": uri,
         "version": snapshot.version,
@@ -91,6 +65,37 @@ def inspect_table(uri: str) -> dict[str, Any]:
         # merge-on-read delta files, or the base files of a bulk load's tasks: the next
         # rewrite of the bucket or `runner compact` folds them
         "buckets_with_several_files": sum(p["buckets_with_delta_files"] for p in report_partitions),
+    }
+
+
+def _partition_report(
+    layout: BucketLayout, pp: str, stored: dict[int, dict[str, int]]
+) -> dict[str, Any]:
+    """One partition's line of the report, from its buckets' figures (`stored`)."""
+    count = layout.count_for(pp)
+    buckets: list[dict[str, Any]] = [
+        {"bucket": b, "modulus": m, "depth": _depth(count, m), **stored.get(b, EMPTY_BUCKET)}
+        for b, m in _buckets(layout, pp, stored)
+    ]
+    sizes = [b["bytes"] for b in buckets]
+    mean = sum(sizes) / len(sizes)
+    return {
+        "partition": pp,
+        "buckets": len(buckets),
+        "count": count,
+        "split_buckets": [
+            {k: b[k] for k in ("bucket", "modulus", "depth")} for b in buckets if b["depth"]
+        ],
+        "rows": sum(b["rows"] for b in buckets),
+        "bytes": sum(sizes),
+        "files": sum(b["files"] for b in buckets),
+        "file_groups": sum(b["groups"] for b in buckets),
+        "deleted_rows": sum(b["deleted_rows"] for b in buckets),
+        "buckets_with_delta_files": sum(1 for b in buckets if b["files"] > b["groups"]),
+        "largest_bucket_bytes": max(sizes),
+        "empty_buckets": sum(1 for b in buckets if b["files"] == 0),
+        "skew": round(max(sizes) / mean, 3) if mean else 0.0,
+        "bucket_detail": buckets,
     }
 
 
