@@ -25,6 +25,7 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any
 
 import structlog
@@ -60,7 +61,7 @@ class BucketState:
     files: tuple[DataFile, ...]
     group_bytes: int | None = None  # its file groups' target size; None: one per bucket
 
-    @property
+    @cached_property
     def units(self) -> list[FileGroup]:
         """Its file groups (runner/write/file_groups.py), or the bucket as one."""
         groups = file_groups(self.files)

@@ -60,6 +60,12 @@ class FilePlan:
     replaced: tuple[int, ...]  # their rows that stay are copied into the new file
     with_deletion_vectors: tuple[int, ...]  # keep their place, their dropped rows deleted
 
+    def replaced_field(self, stored: StoredBucket) -> dict[str, object]:
+        """The result row field naming the replaced files, which the commit removes."""
+        if not self.replaced:
+            return {}
+        return {"replaced": json.dumps([stored.files[i].path for i in self.replaced])}
+
 
 # A file group is rewritten sorted, and cut where it passes the target size, when its
 # stored files hold at most this many bytes: its rows are sorted in the task's memory.
@@ -89,12 +95,6 @@ class BucketOutput:
         size: with file groups on, for a group small enough to sort in memory."""
         small_enough = self.unit is None or self.unit.size <= SORTED_REWRITE_MAX_BYTES
         return self.target_bytes is not None and small_enough
-
-    def replaced(self) -> dict[str, object]:
-        """The result row field naming the stored files the write replaces: all of its
-        group's."""
-        paths = [f.path for f in self.unit.files] if self.unit else []
-        return {"replaced": json.dumps(paths)} if paths else {}
 
     def copy(self, rows: Iterable[pa.Table]) -> None:
         """Stored rows that stay, as they are."""
@@ -220,7 +220,8 @@ class CreateHandle:
 
 @dataclass(frozen=True)
 class MergeHandle:
-    """Copy-on-write: the bucket rewritten whole into one new file."""
+    """Copy-on-write: the file group rewritten whole into one new file (or, past the target
+    size, several)."""
 
     stored: StoredBucket
     dropped: np.ndarray  # the live stored rows the batch replaces or deletes
@@ -229,11 +230,13 @@ class MergeHandle:
         return FilePlan(replaced=tuple(range(len(self.stored.files))), with_deletion_vectors=())
 
     def write(self, out: BucketOutput, merged: Merged) -> dict[str, object]:
-        kept = self.stored.live_rows(~self.dropped, self.files().replaced)
+        plan = self.files()
+        kept = self.stored.live_rows(~self.dropped, plan.replaced)
+        row = {"rewritten": True, **plan.replaced_field(self.stored)}
         if out.sorts:
-            return {"rewritten": True, **out.replaced(), **out.close_sorted(kept, merged)}
+            return {**row, **out.close_sorted(kept, merged)}
         out.copy(kept)
-        return {"rewritten": True, **out.replaced(), **out.close(merged)}
+        return {**row, **out.close(merged)}
 
 
 @dataclass(frozen=True)
@@ -258,8 +261,7 @@ class AppendHandle:
         plan = self.files()
         out.copy(self.stored.live_rows(~self.dropped, plan.replaced))
         row = out.deletion_vectors(self.stored, self.dropped, plan.with_deletion_vectors)
-        if plan.replaced:  # the delta files folded into the new one
-            row["replaced"] = json.dumps([self.stored.files[i].path for i in plan.replaced])
+        row.update(plan.replaced_field(self.stored))  # the delta files folded into the new one
         return {**row, **out.close(merged)}
 
 

@@ -136,9 +136,10 @@ class WriteJob:
         if not files:
             yield batch, FileGroup(self.file_ids[batch.group], (), None)
             return
-        units = file_groups(files)
         if self.file_group_bytes is None:
-            units = [FileGroup(self.file_ids[batch.group], tuple(files), units[0].lowest)]
+            units = [FileGroup(self.file_ids[batch.group], tuple(files), None)]
+        else:
+            units = file_groups(files)
         if len(units) == 1:
             yield batch, units[0]
             return
