@@ -224,6 +224,7 @@ def _target(job: Job) -> dict[str, Any]:
     target["operation"] = OPERATIONS[op]
     job.out.mapped.append((f"--op {op}", "target.operation"))
     job.prop("hoodie.datasource.write.operation")  # HoodieStreamer reads --op, not this
+    _bulk_insert_sort(job, target)
     _merge_settings(job, target)
     key_props = {k: job.props[k] for k in job.props if _keygen_property(k)}
     job.used.update(key_props)
@@ -262,6 +263,36 @@ def _merge_settings(job: Job, target: dict[str, Any]) -> None:
             )
         target["filter_dupes"] = True
         job.out.mapped.append(("--filter-dupes", "target.filter_dupes"))
+
+
+# hoodie.bulkinsert.sort.mode: in a bucketed table, a global sort and a sort within each
+# Spark partition both leave each bucket's rows sorted by key; the repartitioning modes
+# sort nothing within a bucket.
+BULK_INSERT_SORTS = {
+    "NONE": "none",
+    "GLOBAL_SORT": "by_key",
+    "PARTITION_SORT": "by_key",
+    "PARTITION_PATH_REPARTITION": "none",
+    "PARTITION_PATH_REPARTITION_AND_SORT": "by_key",
+}
+
+
+def _bulk_insert_sort(job: Job, target: dict[str, Any]) -> None:
+    """target.bulk_insert_sort from hoodie.bulkinsert.sort.mode (bulk_insert reads it)."""
+    mode = job.prop("hoodie.bulkinsert.sort.mode")
+    if mode is None:
+        return
+    if target["operation"] != "bulk_insert":
+        job.out.skipped.append((mode[0], "read by bulk_insert only"))
+        return
+    sort = BULK_INSERT_SORTS.get(mode[1].upper())
+    if sort is None:
+        raise UserError(
+            f"{mode[0]}={mode[1]}: use one of {', '.join(BULK_INSERT_SORTS)} (a custom "
+            "partitioner has no equivalent)"
+        )
+    target["bulk_insert_sort"] = sort
+    job.out.mapped.append((mode[0], "target.bulk_insert_sort"))
 
 
 def _keygen_property(key: str) -> bool:

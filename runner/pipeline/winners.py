@@ -69,9 +69,15 @@ def incoming_rows(
 
 
 def single_pass(target: Target) -> bool:
-    """bulk_insert keeping every row needs neither stored rows nor a shuffle: each input
-    task writes its own rows (runner/write/bulk_writer.py)."""
-    return target.operation == "bulk_insert" and not target.filter_dupes
+    """bulk_insert keeping every row, unsorted, needs neither stored rows nor a shuffle:
+    each input task writes its own rows (runner/write/bulk_writer.py). Sorted by key
+    (target.bulk_insert_sort), it is a merge into empty buckets: shuffled by bucket, each
+    bucket's rows written sorted in file groups as a new bucket's first files are."""
+    return (
+        target.operation == "bulk_insert"
+        and not target.filter_dupes
+        and target.bulk_insert_sort == "none"
+    )
 
 
 def bulk_rows(judged: DataFrame, plan: SchemaPlan) -> DataFrame:

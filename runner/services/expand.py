@@ -146,7 +146,7 @@ def run_expansion(
     summary.shuffle = plan.policy == "overwrite"
     summary.buckets_after = layout_dict(plan.layout_after)
     log.info("expansion_started", table=snapshot.uri, policy=plan.policy, instant=summary.instant)
-    job = _rewrite_job(spark, snapshot, plan, summary.instant)
+    job = _rewrite_job(spark, snapshot, target, plan, summary.instant)
     # the commit moves on top of another writer's only if that one changed neither the
     # table's metadata nor any file of the regrown partitions (of the split buckets)
     rule = ExpansionRule(
@@ -177,16 +177,26 @@ def run_expansion(
 
 
 def _rewrite_job(
-    spark: SparkSession, snapshot: TableSnapshot, plan: ExpansionPlan, instant: str
+    spark: SparkSession,
+    snapshot: TableSnapshot,
+    target: Target,
+    plan: ExpansionPlan,
+    instant: str,
 ) -> RehashJob | RegroupJob:
     """What each writer task runs: a rehash (multiple_rehash, split) splits old bucket files,
-    an overwrite regroups shuffled rows; each new bucket gets a new file group."""
+    an overwrite regroups shuffled rows. With file groups (not a change feed's table), a
+    rehash gives each old group its own group in every new bucket, and an overwrite cuts
+    each new bucket into groups of about the target size (runner/write/regroup_writer.py)."""
     file_ids = {g: new_file_id(g[1]) for g in plan.new_buckets()}
     schema, fault = snapshot.arrow_schema(), faults.requested()
+    groups = target.cdc is None
     if plan.policy != "overwrite":
         by_hash = files_by_hash(spark, plan.files)
-        return RehashJob(snapshot.location, instant, schema, file_ids, by_hash, fault)
-    return RegroupJob(snapshot.location, instant, schema, file_ids, fault)
+        return RehashJob(snapshot.location, instant, schema, file_ids, by_hash, fault, groups)
+    rows = sum(f.num_records for f in plan.files)
+    per_row = sum(f.size for f in plan.files) / max(rows, 1)  # as the files store them
+    per_group = max(1, int(target.index.file_group_bytes / per_row)) if groups and rows else None
+    return RegroupJob(snapshot.location, instant, schema, file_ids, fault, per_group)
 
 
 def _rewrite(

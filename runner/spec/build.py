@@ -116,7 +116,7 @@ def _target(target: dict[str, Any], base: Path) -> Target:
         compaction=CompactionSpec(**target.get("compaction", {})),
         driver_merge=DriverMergeSpec(**target.get("driver_merge", {})),
         **_given(target, "operation", "table_type", "filter_dupes", "commit_retries"),
-        **_given(target, "change_data_feed", "skip_unchanged"),
+        **_given(target, "change_data_feed", "skip_unchanged", "bulk_insert_sort"),
         quarantine=_quarantine(target.get("quarantine"), base),
         key_generator=keygen,
         index=IndexSpec(

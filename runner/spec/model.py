@@ -13,6 +13,7 @@ from typing import Literal
 # The closed vocabularies of the spec, checked by mypy wherever they are compared.
 Operation = Literal["upsert", "insert", "bulk_insert", "delete"]
 TableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
+BulkInsertSort = Literal["none", "by_key"]  # target.bulk_insert_sort
 MergeMode = Literal[
     "event_time", "commit_time", "partial_update", "overwrite_non_defaults", "custom"
 ]
@@ -239,6 +240,7 @@ class Target:
     cdc: CdcSpec | None = None  # the batch is a change feed
     scd: ScdSpec = field(default_factory=ScdSpec)  # with cdc: the history kept
     filter_dupes: bool = False
+    bulk_insert_sort: BulkInsertSort = "none"  # by_key: buckets shuffled, written in sorted groups
     change_data_feed: bool = False  # the table keeps Delta's change data feed
     skip_unchanged: bool = True  # a row equal to its stored row is neither written nor counted
     cleaning: CleaningSpec = field(default_factory=CleaningSpec)

@@ -35,6 +35,9 @@ def semantic_problems(doc: Located, file: str) -> list[SpecProblem]:
     _check_change_feed(target, operation, merge_mode, problem)
     if target.get("filter_dupes") and operation != "insert":
         problem(("target", "filter_dupes"), f"applies to operation insert, not {operation}")
+    if target.get("bulk_insert_sort", "none") != "none" and operation != "bulk_insert":
+        where = ("target", "bulk_insert_sort")
+        problem(where, f"applies to operation bulk_insert, not {operation}")
     _check_deletes_handed_on(data, operation, problem)
     _check_quarantine(data, problem)
     for path, text in strings_with_paths(data, ()):

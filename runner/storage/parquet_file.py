@@ -13,6 +13,7 @@ import json
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -243,21 +244,27 @@ class BucketFile:
 TASK_BUFFER_BYTES = 4 * ROW_GROUP_BYTES
 
 
-class OpenFiles:
-    """The files a task writes, one per (partition path, bucket), each opened with its
-    first rows; their buffered rows together stay under TASK_BUFFER_BYTES."""
+# What names one of a task's open files: (partition path, bucket), or with a part of the
+# bucket after it (a file group of an expansion, runner/write/regroup_writer.py).
+FileKey = TypeVar("FileKey", tuple[str, int], tuple[str, int, str])
+
+
+class OpenFiles(Generic[FileKey]):
+    """The files a task writes, one per key (partition path, bucket, ...), each opened
+    with its first rows; their buffered rows together stay under TASK_BUFFER_BYTES."""
 
     def __init__(
         self,
         fs: pafs.FileSystem,
         root: str,
         schema: pa.Schema,
-        relative_path: Callable[[tuple[str, int]], str],
+        relative_path: Callable[[FileKey], str],
     ):
-        self.fs, self.root, self.schema, self.relative_path = fs, root, schema, relative_path
-        self.open: dict[tuple[str, int], tuple[str, BucketFile]] = {}
+        self.fs, self.root, self.schema = fs, root, schema
+        self.relative_path: Callable[[FileKey], str] = relative_path
+        self.open: dict[FileKey, tuple[str, BucketFile]] = {}
 
-    def write(self, group: tuple[str, int], rows: pa.Table) -> None:
+    def write(self, group: FileKey, rows: pa.Table) -> None:
         if group not in self.open:
             rel = self.relative_path(group)
             self.open[group] = (rel, BucketFile(self.fs, f"{self.root}/{rel}", self.schema))
@@ -268,9 +275,15 @@ class OpenFiles:
             self.open[largest][1].flush()
             buffered[largest] = 0
 
-    def close_all(self) -> Iterator[tuple[tuple[str, int], str, BucketFile]]:
-        """Close every open file, in (partition path, bucket) order: each one's group,
-        path in the table and (closed) writer."""
+    def close(self, key: FileKey) -> tuple[str, BucketFile]:
+        """Close one open file: its path in the table and (closed) writer."""
+        rel, out = self.open.pop(key)
+        out.close()
+        return rel, out
+
+    def close_all(self) -> Iterator[tuple[FileKey, str, BucketFile]]:
+        """Close every open file, in key order: each one's key, path in the table and
+        (closed) writer."""
         for group, (rel, out) in sorted(self.open.items()):
             out.close()  # a file is opened with rows, so it exists
             yield group, rel, out

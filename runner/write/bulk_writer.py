@@ -93,7 +93,9 @@ class BulkJob:
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         partition, token = task_token()
         fs, root = self.table.filesystem()
-        files = OpenFiles(fs, root, self.file_schema, lambda g: self._relative(g, token))
+        files: OpenFiles[Group] = OpenFiles(
+            fs, root, self.file_schema, lambda g: self._relative(g, token)
+        )
         seqno = SeqNo(self.instant, partition)
         set_aside: Counter[tuple[str, str | None]] = Counter()
         waiting: list[pa.Table] = []  # key rows whose source rows are still to be read
@@ -133,7 +135,7 @@ class BulkJob:
                 rows = rows.filter(pc.invert(busy))
         return rows
 
-    def _write_from_source(self, keys: pa.Table, files: OpenFiles, seqno: SeqNo) -> None:
+    def _write_from_source(self, keys: pa.Table, files: OpenFiles[Group], seqno: SeqNo) -> None:
         """Read the rows of `keys` from their source files, then write them by bucket."""
         assert self.source is not None
         paths = keys.column(SOURCE_FILE)
@@ -162,7 +164,7 @@ class BulkJob:
     def _relative(self, group: Group, token: str) -> str:
         return data_file_path(group[0], bulk_file_id(self.instant, group), token, self.instant)
 
-    def _finish(self, files: OpenFiles) -> Iterator[pa.RecordBatch]:
+    def _finish(self, files: OpenFiles[Group]) -> Iterator[pa.RecordBatch]:
         """Close the open files; a result row each."""
         for group, rel, out in files.close_all():
             faults.maybe_fail("after_bucket_file", self.fault or "")

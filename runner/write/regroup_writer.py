@@ -1,12 +1,18 @@
 """The executor-side writers of a bucket expansion: stored rows into their new buckets' files.
 
-multiple_rehash (RehashJob): Spark reads only what the bucket function needs (the hash
-fields, plus each row's file and row index) and computes the new buckets; the task then
+multiple_rehash and split (RehashJob): Spark reads only what the bucket function needs (the
+hash fields, plus each row's file and row index) and computes the new buckets; the task then
 reads each old bucket file whole with pyarrow and streams its rows into the files of its new
 buckets b, b+N, ... (at most k open). The table's rows never pass through Spark rows or a
 shuffle, like the merge handle of a write. overwrite (RegroupJob): the rows come shuffled and
-sorted by (partition path, new bucket), and each file is closed when its group ends.
-Rows are copied as they are: only `_bucket` changes.
+sorted by (partition path, new bucket, record key), and each file is closed when its group
+ends. Rows are copied as they are: only `_bucket` changes.
+
+File groups (runner/write/file_groups.py) survive an expansion. A rehash writes each old
+file group's rows into one file group per new bucket (its id derived from the old group's,
+so tasks holding files of one old group agree): an old group's keys lie in its own range,
+so the new bucket's groups keep disjoint ranges, each about the old group's size over k.
+An overwrite's sorted rows are cut into groups of about `rows_per_group` rows.
 """
 
 from __future__ import annotations
@@ -24,10 +30,10 @@ from runner.delta.deletion_vectors import keep_mask
 from runner.delta.snapshot import DataFile, Group
 from runner.delta.spark_read import ROW_INDEX
 from runner.errors import RunnerError
-from runner.index.naming import data_file_path
+from runner.index.naming import data_file_path, derived_file_id
 from runner.storage.location import TableLocation
-from runner.storage.meta_columns import BUCKET
-from runner.storage.parquet_file import OpenFiles, conform
+from runner.storage.meta_columns import BUCKET, RECORD_KEY
+from runner.storage.parquet_file import BucketFile, OpenFiles, conform
 from runner.write.bucket_merge import run_bounds
 from runner.write.task import task_token
 from runner.write.writer import split_groups
@@ -46,46 +52,61 @@ REGROUP_RESULT_SCHEMA = pa.schema(
 )
 
 
+# An open file of an expansion: its new bucket, and which part of it ("" the bucket's one
+# file; else an old file group's id, or an overwrite's group number).
+Part = tuple[str, int, str]
+
+
 class _Outputs:
     """The open new-bucket files of a task, and the result row of each closed one."""
 
-    def __init__(
-        self,
-        table: TableLocation,
-        instant: str,
-        schema: pa.Schema,
-        file_ids: Mapping[Group, str],
-        fault: str | None,
-    ):
+    def __init__(self, job: RehashJob | RegroupJob):
         _, token = task_token()
-        fs, root = table.filesystem()
-        self.files = OpenFiles(
-            fs, root, schema, lambda g: data_file_path(g[0], file_ids[g], token, instant)
+        fs, root = job.table.filesystem()
+        self.files: OpenFiles[Part] = OpenFiles(
+            fs,
+            root,
+            job.file_schema,
+            lambda p: data_file_path(p[0], job.file_id(p), token, job.instant),
         )
-        self.fs, self.root, self.schema, self.fault = fs, root, schema, fault
-        self.closed: set[Group] = set()
+        self.fs, self.root, self.schema, self.fault = fs, root, job.file_schema, job.fault
+        self.closed: set[Part] = set()
 
-    def write(self, group: Group, rows: pa.Table) -> None:
-        if group in self.closed:
+    def write(self, part: Part, rows: pa.Table) -> None:
+        if part in self.closed:
             raise RunnerError(
-                f"rows of bucket {group[1]} of {group[0]!r} arrived after its file was "
+                f"rows of bucket {part[1]} of {part[0]!r} arrived after its file was "
                 "closed; nothing was committed"
             )
-        self.files.write(group, conform(rows, self.schema))
+        self.files.write(part, conform(rows, self.schema))
+
+    def close(self, part: Part) -> Iterator[pa.RecordBatch]:
+        """Close one file; its result row."""
+        rel, out = self.files.close(part)
+        yield self._closed(part, rel, out)
 
     def close_all(self) -> Iterator[pa.RecordBatch]:
-        for (pp, bucket), rel, out in self.files.close_all():
-            self.closed.add((pp, bucket))
-            faults.maybe_fail("after_bucket_file", self.fault or "")
-            row = {
-                "partition_path": pp,
-                "bucket": bucket,
-                "path": rel,
-                "size": out.size,
-                "num_records": out.stats.rows,
-                "stats": out.stats.to_json(),
-            }
-            yield pa.RecordBatch.from_pylist([row], schema=REGROUP_RESULT_SCHEMA)
+        for part, rel, out in self.files.close_all():
+            yield self._closed(part, rel, out)
+
+    def _closed(self, part: Part, rel: str, out: BucketFile) -> pa.RecordBatch:
+        self.closed.add(part)
+        faults.maybe_fail("after_bucket_file", self.fault or "")
+        row = {
+            "partition_path": part[0],
+            "bucket": part[1],
+            "path": rel,
+            "size": out.size,
+            "num_records": out.stats.rows,
+            "stats": out.stats.to_json(),
+        }
+        return pa.RecordBatch.from_pylist([row], schema=REGROUP_RESULT_SCHEMA)
+
+
+def _file_id(file_ids: Mapping[Group, str], instant: str, part: Part) -> str:
+    """A new file's group id: the plan's for its bucket, or one derived from its part."""
+    pp, bucket, piece = part
+    return derived_file_id(bucket, instant, pp, piece) if piece else file_ids[(pp, bucket)]
 
 
 @dataclass(frozen=True)
@@ -105,9 +126,13 @@ class RehashJob:
     file_ids: dict[Group, str]
     files: dict[int, DataFile]
     fault: str | None = None
+    keep_groups: bool = False  # one new group per old file group and new bucket
+
+    def file_id(self, part: Part) -> str:
+        return _file_id(self.file_ids, self.instant, part)
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        out = _Outputs(self.table, self.instant, self.file_schema, self.file_ids, self.fault)
+        out = _Outputs(self)
         current: int | None = None
         old_bucket: Group | None = None  # the new files stay open while its files come
         pieces: list[pa.RecordBatch] = []
@@ -143,6 +168,7 @@ class RehashJob:
         path = f"{out.root}/{stored.path}"  # in the table's file system, as pyarrow names it
         keys = pa.Table.from_batches(pieces)
         pp = stored.partition_path
+        piece = stored.file_id if self.keep_groups else ""
         if (stored.partition_path, stored.bucket) != old_bucket:
             yield from out.close_all()
         rows = pq.ParquetFile(path, filesystem=out.fs)
@@ -166,29 +192,53 @@ class RehashJob:
             new = pa.array(new_buckets)
             part = part.set_column(part.schema.get_field_index(BUCKET), BUCKET, new)
             for bucket in pc.unique(new).to_pylist():
-                out.write((pp, bucket), part.filter(pc.equal(new, bucket)))
+                out.write((pp, bucket, piece), part.filter(pc.equal(new, bucket)))
         return (stored.partition_path, stored.bucket)
 
 
 @dataclass(frozen=True)
 class RegroupJob:
-    """mapInArrow over whole rows, shuffled and sorted by (partition path, new bucket)."""
+    """mapInArrow over whole rows, shuffled and sorted by (partition path, new bucket,
+    record key); a new bucket's rows cut into groups of about `rows_per_group` (None:
+    one file per new bucket), each cut between two keys."""
 
     table: TableLocation
     instant: str
     file_schema: pa.Schema
     file_ids: dict[Group, str]
     fault: str | None = None
+    rows_per_group: int | None = None
+
+    def file_id(self, part: Part) -> str:
+        return _file_id(self.file_ids, self.instant, part)
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        out = _Outputs(self.table, self.instant, self.file_schema, self.file_ids, self.fault)
+        out = _Outputs(self)
         current: Group | None = None
+        number, written = 0, 0  # the bucket's group being written, and its rows so far
         for batch in batches:
             if batch.num_rows == 0:
                 continue
             for group, rows in split_groups(pa.Table.from_batches([batch])):
                 if group != current:
                     yield from out.close_all()
-                    current = group
-                out.write(group, rows)
+                    current, number, written = group, 0, 0
+                while self.rows_per_group and written + rows.num_rows > self.rows_per_group:
+                    cut = _cut_after(rows, self.rows_per_group - written)
+                    if cut == rows.num_rows:
+                        break  # the rest is one key: it stays in this group
+                    out.write((*group, str(number or "")), rows.slice(0, cut))
+                    yield from out.close((*group, str(number or "")))
+                    rows, number, written = rows.slice(cut), number + 1, 0
+                out.write((*group, str(number or "")), rows)
+                written += rows.num_rows
         yield from out.close_all()
+
+
+def _cut_after(rows: pa.Table, at: int) -> int:
+    """Where to cut rows sorted by key at or after `at`: not between two rows of one key."""
+    keys = rows.column(RECORD_KEY)
+    at = max(at, 1)
+    while at < rows.num_rows and keys[at] == keys[at - 1]:
+        at += 1
+    return at

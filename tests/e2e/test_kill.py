@@ -76,24 +76,30 @@ def test_sigkill_at_every_point_leaves_a_usable_table(tmp_path):
     shutil.copytree(
         ROOT / "pipelines", tmp_path / "pipelines", ignore=shutil.ignore_patterns("warehouse")
     )
+    # file groups of 1 KiB: the corrections' rewrite of a bucket splits it into groups
+    _edit_specs(tmp_path, lambda target: target["index"].update(file_group_bytes=1024))
     assert _runner(tmp_path, "pipelines/quickstart.yaml").returncode == 0
     table = tmp_path / "pipelines" / "warehouse" / "trips"
     before = _content(table)
     corrections = "pipelines/quickstart_corrections.yaml"
 
-    for point in ("keyed", "after_bucket_file", "before_commit"):
+    for point in ("keyed", "after_bucket_file", "after_group_split", "before_commit"):
         _kill_at(tmp_path, point, corrections)
         assert DeltaTable(str(table)).version() == 1, point
         pd.testing.assert_frame_equal(_content(table), before)
         assert _runner(tmp_path, "inspect", str(table)).returncode == 0
 
-    # killed during an expansion, before its commit: the old layout, unchanged
-    _kill_at(
-        tmp_path, "after_bucket_file", "expand", "pipelines/quickstart.yaml", "--buckets", "32"
-    )
+    # killed during an expansion, or a split of one bucket, before its commit: the old
+    # layout, unchanged
+    quickstart = "pipelines/quickstart.yaml"
+    _kill_at(tmp_path, "after_bucket_file", "expand", quickstart, "--buckets", "32")
+    bucket = _a_bucket(table)
+    _kill_at(tmp_path, "after_bucket_file", "expand", quickstart, "--bucket", bucket)
     assert DeltaTable(str(table)).version() == 1
     pd.testing.assert_frame_equal(_content(table), before)
-    assert DeltaTable(str(table)).metadata().configuration["runner.index.buckets"] == "16"
+    configuration = DeltaTable(str(table)).metadata().configuration
+    assert configuration["runner.index.buckets"] == "16"
+    assert "runner.index.buckets.splits" not in configuration
 
     # killed right after its commit: the new version is whole
     _kill_at(tmp_path, "after_commit", corrections)
@@ -126,15 +132,36 @@ def test_sigkill_at_every_point_leaves_a_usable_table(tmp_path):
     records = [json.loads(line) for line in shown.stdout.splitlines()][::-1]
     assert [(r["pipeline"], r["kind"], r["outcome"], r["version"]) for r in records] == [
         ("trips", "run", "committed", 1),
-        *[("trips-corrections", "run", "interrupted", None)] * 3,
-        ("trips", "expansion", "interrupted", None),
+        *[("trips-corrections", "run", "interrupted", None)] * 4,
+        *[("trips", "expansion", "interrupted", None)] * 2,
         ("trips-corrections", "run", "interrupted", 2),  # killed after its commit
         ("trips-corrections", "run", "nothing_to_do", None),
         ("trips", "clean", "done", None),
     ]
-    assert "killed after its commit" in records[5]["error_message"]
+    assert "killed after its commit" in records[7]["error_message"]
     failed = _runner(tmp_path, "history", "pipelines/quickstart.yaml", "--failed")
-    assert failed.stdout.count("interrupted") == 5, failed.stdout
+    assert failed.stdout.count("interrupted") == 7, failed.stdout
+
+
+def _edit_specs(work: Path, edit) -> None:
+    """Apply `edit` to the target of both quickstart specs under work/pipelines."""
+    for name in ("quickstart.yaml", "quickstart_corrections.yaml"):
+        spec = work / "pipelines" / name
+        data = yaml.safe_load(spec.read_text())
+        edit(data["target"])
+        spec.write_text(yaml.safe_dump(data))
+
+
+def _a_bucket(table: Path) -> str:
+    """PARTITION/BUCKET of the table's largest bucket, as `runner expand --bucket` takes it."""
+    sizes: dict[str, int] = {}
+    import pyarrow as pa
+
+    for add in pa.table(DeltaTable(str(table)).get_add_actions(flatten=True)).to_pylist():
+        partition, name = add["path"].rsplit("/", 1)
+        key = f"{partition}/{int(name[:8])}"
+        sizes[key] = sizes.get(key, 0) + add["size_bytes"]
+    return max(sizes, key=sizes.__getitem__)
 
 
 def _files_of_versions(table: Path) -> set[str]:
@@ -152,11 +179,7 @@ def test_sigkill_during_a_merge_on_read_upsert_leaves_the_table_as_it_was(tmp_pa
     shutil.copytree(
         ROOT / "pipelines", tmp_path / "pipelines", ignore=shutil.ignore_patterns("warehouse")
     )
-    for name in ("quickstart.yaml", "quickstart_corrections.yaml"):
-        spec = tmp_path / "pipelines" / name
-        data = yaml.safe_load(spec.read_text())
-        data["target"]["table_type"] = "MERGE_ON_READ"
-        spec.write_text(yaml.safe_dump(data))
+    _edit_specs(tmp_path, lambda target: target.update(table_type="MERGE_ON_READ"))
     assert _runner(tmp_path, "pipelines/quickstart.yaml").returncode == 0
     table = tmp_path / "pipelines" / "warehouse" / "trips"
     before = _scanned(table)

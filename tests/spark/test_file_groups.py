@@ -24,6 +24,7 @@ from runner.delta.snapshot import DataFile, open_table
 from runner.delta.spark_read import read_table as spark_read_table
 from runner.pipeline.run import run_pipeline
 from runner.services.compact import compact_table
+from runner.services.expand import ExpansionRequest, expand_table
 from runner.spec import load_spec
 from tests.delta_spark import delta_spark_ready, read_with_delta_spark
 from tests.helpers import NEVER_REWRITE, city_content, live_paths, write_batch, write_spec
@@ -254,3 +255,69 @@ def test_compaction_merges_small_groups_and_a_table_of_one_group_per_bucket_conv
     merged = compact_table(load_spec(big), spark=spark)  # the default target, 128 MiB
     assert merged.buckets == 4 and _check_groups(table) == 4
     pd.testing.assert_frame_equal(_content(table), expected)
+
+
+def test_bulk_insert_sorted_by_key_writes_sorted_groups_of_the_target(spark, tmp_path):
+    """bulk_insert_sort: by_key writes each bucket as sorted groups of about the target,
+    every row kept (a key twice stays twice, in one group); the default writes one
+    unsorted file per bucket and task, which the first upsert sorts into groups."""
+    rows = _rows(range(1000, 2000), 1)
+    twice = _rows([1500], 1)  # the same key twice in the batch: bulk_insert keeps both
+    write_batch(tmp_path, pd.concat([rows, twice]).sample(frac=1, random_state=7))
+    target = _target("COPY_ON_WRITE", operation="bulk_insert", bulk_insert_sort="by_key")
+    del target["delete_marker"]  # for upserts only
+    run_pipeline(load_spec(write_spec(tmp_path, target)), spark=spark)
+    table = tmp_path / "table"
+    assert _check_groups(table) >= 4 * 3  # every bucket cut into several sorted groups
+    sizes = [f.size for f in open_table(str(table)).files()]
+    assert max(sizes) < 3 * GROUP_BYTES
+    content = _content(table)
+    assert len(content) == 1001 and (content["id"] == 1500).sum() == 2
+
+    unsorted = tmp_path / "unsorted"
+    unsorted.mkdir()
+    write_batch(unsorted, rows)
+    del target["bulk_insert_sort"]
+    run_pipeline(load_spec(write_spec(unsorted, target)), spark=spark)
+    per_bucket = [len(groups) for groups in _groups(unsorted / "table").values()]
+    assert per_bucket == [1] * 4  # one group (of one file per task) per bucket
+    upsert = _target("COPY_ON_WRITE")
+    del upsert["delete_marker"]  # the bulk load stored `gone` as a column
+    write_batch(unsorted, _rows(range(1000, 2000, 5), 2))
+    run_pipeline(load_spec(write_spec(unsorted, upsert)), spark=spark)
+    assert _check_groups(unsorted / "table") >= 4 * 3  # rewritten: sorted, in groups
+
+
+@pytest.mark.parametrize(
+    ("table_type", "policy"),
+    [("COPY_ON_WRITE", "multiple_rehash"), ("COPY_ON_WRITE", "split"), ("MERGE_ON_READ", "overwrite")],
+)  # fmt: skip
+def test_an_expansion_keeps_each_new_bucket_in_groups(spark, tmp_path, table_type, policy):
+    """Doubling a partition (or splitting one bucket) writes each new bucket as several
+    groups of disjoint key ranges, not one file; upserts and deletes on both sides of the
+    split then rewrite only their groups, and the content follows the pandas reference."""
+    spec = write_spec(tmp_path, _target(table_type))
+    ref = Reference()
+    for batch in (_rows(range(1000, 2000), 1), _rows(range(1000, 2000, 13), 2)):
+        write_batch(tmp_path, batch)
+        run_pipeline(load_spec(spec), spark=spark)
+        ref.apply(batch)
+    table = tmp_path / "table"
+    split = ("sf/1",) if policy == "split" else ()
+    request = ExpansionRequest(None, split=split) if split else ExpansionRequest(4, policy)
+    expand_table(load_spec(spec), request, spark=spark)
+    pd.testing.assert_frame_equal(_content(table), ref.frame())
+    after = _groups(table)
+    grown = [("sf", 1), ("sf", 3)] if split else list(after)  # bucket 1 of 2 splits into 1, 3
+    assert len(after) == (5 if split else 8)
+    for g in grown:  # each new bucket several groups, not one file
+        assert len(after[g]) > 2, f"{g}: {len(after[g])} group(s)"
+    _check_groups(table)
+
+    batch = _rows([*range(1300, 1400, 9), *range(5000, 5010)], 3)  # old keys and new ones
+    batch.loc[batch.index[:5], "gone"] = True
+    write_batch(tmp_path, batch)
+    done = run_pipeline(load_spec(spec), spark=spark)
+    ref.apply(batch)
+    pd.testing.assert_frame_equal(_content(table), ref.frame())
+    assert done.files_removed + done.buckets_with_deletion_vectors < len(live_paths(table)) / 2

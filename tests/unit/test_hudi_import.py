@@ -153,6 +153,11 @@ def test_partial_update_payloads_map_to_merge_modes(props, args, merge_mode):
         ),
         ({"hoodie.streamer.source.dfs.root": ""}, [], "no source path"),
         ({}, ["--transformer-class", "org.example.MyTransformer"], "only SqlQueryBasedTrans"),
+        (
+            {"hoodie.bulkinsert.sort.mode": "com.example.MyPartitioner"},
+            ["--op", "BULK_INSERT"],
+            "a custom partitioner has no equivalent",
+        ),
     ],
 )  # fmt: skip
 def test_settings_without_an_equivalent_stop_the_import(props, args, message):
@@ -501,3 +506,15 @@ def test_a_checkpoint_is_where_the_first_kafka_run_starts():
 def test_kafka_settings_without_an_equivalent_stop_the_import(source, props, args, message):
     with pytest.raises(UserError, match=re.escape(message)):
         _kafka(source, props, *args)
+
+
+def test_bulk_insert_sort_modes_map_to_the_runners_sort():
+    def sort_of(mode: str, op: str = "BULK_INSERT") -> str | None:
+        imported = _import({"hoodie.bulkinsert.sort.mode": mode}, "--op", op)
+        return imported.spec["target"].get("bulk_insert_sort")
+
+    assert sort_of("GLOBAL_SORT") == sort_of("partition_sort") == "by_key"
+    assert sort_of("NONE") == sort_of("PARTITION_PATH_REPARTITION") == "none"
+    upsert = _import({"hoodie.bulkinsert.sort.mode": "GLOBAL_SORT"})
+    assert "bulk_insert_sort" not in upsert.spec["target"]
+    assert dict(upsert.skipped)["hoodie.bulkinsert.sort.mode"] == "read by bulk_insert only"

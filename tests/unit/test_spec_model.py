@@ -37,6 +37,7 @@ MODEL_DEFAULTS: dict[str, Any] = {
         m.Target, "precombine_string_order"
     ),
     "$defs/target/properties/filter_dupes": _default(m.Target, "filter_dupes"),
+    "$defs/target/properties/bulk_insert_sort": _default(m.Target, "bulk_insert_sort"),
     "$defs/target/properties/change_data_feed": _default(m.Target, "change_data_feed"),
     "$defs/target/properties/skip_unchanged": _default(m.Target, "skip_unchanged"),
     "$defs/target/properties/commit_retries": _default(m.Target, "commit_retries"),

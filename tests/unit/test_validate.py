@@ -170,6 +170,11 @@ def test_a_valid_spec_passes(tmp_path):
             "package.module:ClassName (the module's import path, a colon, the class)",
         ),
         (
+            "  operation: upsert",
+            "  operation: upsert\n  bulk_insert_sort: by_key",
+            "p.yaml:9:21: target.bulk_insert_sort: applies to operation bulk_insert, not upsert",
+        ),
+        (
             "  index:",
             "  index: [",
             "p.yaml:16:5: not valid YAML: expected ',' or ']', but got '<scalar>'",
