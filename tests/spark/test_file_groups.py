@@ -290,8 +290,12 @@ def test_bulk_insert_sorted_by_key_writes_sorted_groups_of_the_target(spark, tmp
 
 @pytest.mark.parametrize(
     ("table_type", "policy"),
-    [("COPY_ON_WRITE", "multiple_rehash"), ("COPY_ON_WRITE", "split"), ("MERGE_ON_READ", "overwrite")],
-)  # fmt: skip
+    [
+        ("COPY_ON_WRITE", "multiple_rehash"),
+        ("COPY_ON_WRITE", "split"),
+        ("MERGE_ON_READ", "overwrite"),
+    ],
+)
 def test_an_expansion_keeps_each_new_bucket_in_groups(spark, tmp_path, table_type, policy):
     """Doubling a partition (or splitting one bucket) writes each new bucket as several
     groups of disjoint key ranges, not one file; upserts and deletes on both sides of the
