@@ -169,8 +169,8 @@ def main() -> None:
     parser.add_argument(
         "--group-bytes",
         type=int,
-        default=2 * 2**20,
-        help="index.file_group_bytes of the grouped tables of --only groups (default 2 MiB)",
+        default=3 * 2**19,
+        help="index.file_group_bytes of the grouped tables of --only groups (default 1.5 MiB)",
     )
     parser.add_argument("--out", type=Path, default=Path("bench/results/write.json"))
     args = parser.parse_args()

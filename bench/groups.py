@@ -1,13 +1,15 @@
 """File groups inside buckets: small upserts into a table whose buckets are too large.
 
     python -m bench --only groups [--rows 20000000] [--repeats 3] [--group-keys 100]
-                                  [--group-bytes 2097152]
+                                  [--group-bytes 1572864]
 
 The table: --rows rows in 8 partitions (cities) of 2 buckets each, so 16 buckets of about
 16 MiB at 20M rows: a table whose bucket count was chosen too small. It is loaded once per
 table type with bulk_insert, then `runner compact` folds each copy two ways: with the
 default `index.file_group_bytes` (128 MiB: one sorted group per bucket, as before groups)
-and with --group-bytes (about 8 groups per bucket at 20M rows).
+and with --group-bytes (1.5 MiB by default: about 10 groups per bucket at 20M rows; a
+copy-on-write upsert of keys that fall in one group per bucket writes about 1/groups of
+the bytes).
 
 Scenarios, each a whole `runner SPEC` process per timed run, from a fresh copy of its table
 (copied untimed), medians over --repeats:
@@ -27,11 +29,16 @@ Every upsert is checked: the row count is unchanged and the keys hold their new 
    bucket table), beside `runner expand SPEC --partition P` (multiple_rehash, x2) of its
    whole partition: wall seconds, bytes of the files read (removed) and written (added),
    from the commit; the row count is checked after each.
+5. the load itself, once (not --repeats: minutes at 20M rows): `runner SPEC` bulk_insert
+   as by default (one unsorted file per bucket and task, no shuffle) beside
+   `bulk_insert_sort: by_key` (shuffled by bucket, each bucket written sorted in groups of
+   --group-bytes): wall and job seconds, files written, groups per bucket.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -51,7 +58,7 @@ from runner.pipeline.run import run_pipeline
 from runner.services.compact import compact_table
 
 BUCKETS = 2
-GROUP_BYTES = 2 * 2**20
+GROUP_BYTES = 3 * 2**19  # 1.5 MiB: about 10 groups per bucket at 20M rows
 KEY_COLUMNS = ("_record_key", "ts")
 
 
@@ -94,7 +101,36 @@ def run_groups_benchmarks(
         if table_type == "COPY_ON_WRITE":
             results.append(_key_lookup(tables.groups, rows, repeats))
             results.append(_hot_split(work, tables.one_group, rows, repeats))
+    results.append(_loads(work, group_bytes))
     return results
+
+
+def _loads(work: Path, group_bytes: int) -> dict:
+    """bulk_insert of the source two ways, a whole process each, once."""
+    runs = {}
+    for sort in ("none", "by_key"):
+        table = work / f"load-{sort}"
+        shutil.rmtree(table, ignore_errors=True)
+        index = {"buckets": BUCKETS, "file_group_bytes": group_bytes}
+        target = {"index": index, "bulk_insert_sort": sort}
+        spec_file(work, f"load-{sort}", "bulk_insert", work / "source", table, BUCKETS, **target)
+        run = _runner(work, f"load-{sort}")
+        groups = _by_bucket(open_table(str(table)).files())
+        run["groups_per_bucket"] = sum(map(len, groups.values())) / len(groups)
+        runs[sort] = run
+    by_key, none = runs["by_key"], runs["none"]
+    return {
+        "scenario": (
+            f"bulk_insert_sort: by_key, {by_key['summary']['files_added']} files, "
+            f"{by_key['groups_per_bucket']:.1f} groups per bucket; job "
+            f"{by_key['job_seconds']:.1f} s (once, whole process)"
+        ),
+        "runner_s": by_key["seconds"],
+        "peers": {
+            f"bulk_insert (sort none), {none['summary']['files_added']} files, job "
+            f"{none['job_seconds']:.1f} s": none["seconds"]
+        },
+    }
 
 
 def _base_tables(spark, work: Path, table_type: str, group_bytes: int) -> Tables:
