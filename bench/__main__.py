@@ -114,13 +114,25 @@ def main() -> None:
     parser.add_argument("--buckets", type=int, default=16)
     parser.add_argument(
         "--only",
-        choices=["write", "expand", "mor", "scd2", "change-feed", "kafka", "groups"],
+        choices=[
+            "write",
+            "expand",
+            "mor",
+            "scd2",
+            "change-feed",
+            "kafka",
+            "groups",
+            "hudi",
+            "small",
+        ],
         help="run one group of scenarios (default: all; mor: merge-on-read tables; scd2: a "
         "change feed's history, 1%% of the keys changed; change-feed: target.change_data_feed "
         "and skip_unchanged, a 1%% upsert and its replay, whole runner processes; kafka: a "
         "topic of --rows JSON records into an upsert table beside Spark's plain write and "
         "delta-rs, whole processes, against a local broker; groups: file groups inside "
-        "buckets, 100-key upserts into 8 partitions x 2 buckets, whole processes)",
+        "buckets, 100-key upserts into 8 partitions x 2 buckets, whole processes; hudi: "
+        "Hudi 1.1.1 beside the runner, in a side environment made once; only when asked; "
+        "small: small runs as whole processes, stage by stage, beside a bare SparkSession)",
     )
     parser.add_argument(
         "--mor-keys",
@@ -175,6 +187,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench/results/write.json"))
     args = parser.parse_args()
     warmup = args.warmup if args.warmup is not None else args.rows <= WARMUP_MAX_ROWS
+    if args.only == "small":  # whole processes only: no session in this one
+        _small(args)
+        return
 
     from bench.change_feed import render_change_feed, run_change_feed_benchmarks
     from bench.expand import run_expand_benchmarks
@@ -190,7 +205,7 @@ def main() -> None:
     logs.configure("warning")
     conf = {"spark.ui.enabled": "false"}
     jars: list[str] = []
-    if args.only in (None, "mor", "change-feed"):  # delta-spark MERGE as a peer, if it can be
+    if args.only in (None, "mor", "change-feed", "hudi"):  # delta-spark as a peer, if it can be
         jars, extra_conf = delta_spark_jars()
         conf.update(extra_conf)
     spark = spark_session(SparkSettings(master="local[2]", conf=conf), "bench", jars=jars)
@@ -249,6 +264,18 @@ def main() -> None:
                 keys=args.group_keys,
                 group_bytes=args.group_bytes,
             )
+        if args.only == "hudi":  # not in the default run: it makes a ~450 MB side environment
+            from bench.hudi import run_hudi_benchmarks
+
+            results += run_hudi_benchmarks(
+                spark,
+                Path(tmp) / "hudi",
+                args.rows,
+                args.repeats,
+                args.buckets,
+                args.mor_keys,
+                warmup,
+            )
         spark.stop()  # the whole-process runs below start their own JVM
         if args.only in (None, "kafka"):
             results += run_kafka_benchmarks(
@@ -273,6 +300,10 @@ def main() -> None:
         print("\n" + render_change_feed(results))
     if args.only in (None, "groups"):
         print("\n" + render_groups(results))
+    if args.only == "hudi":
+        from bench.hudi import render_hudi
+
+        print("\n" + render_hudi(results))
     print(f"\nsmall upsert: {results[-2]['runner_s']:.2f} s per run")
     print(f"validate: {results[-1]['runner_s']:.2f} s per call")
     meta = {
@@ -288,6 +319,18 @@ def main() -> None:
         "machine": f"{platform.machine()}, {platform.system()}",
         "python": platform.python_version(),
     }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"meta": meta, "results": results}, indent=2))
+    print(f"results: {args.out}")
+
+
+def _small(args: argparse.Namespace) -> None:
+    from bench.small import render_small, run_small_benchmarks
+
+    with tempfile.TemporaryDirectory(prefix="runner-bench-") as tmp:
+        results = run_small_benchmarks(Path(tmp) / "small", args.rows, args.repeats)
+    print(render_small(results))
+    meta = {"rows": args.rows, "repeats": args.repeats, "python": platform.python_version()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"meta": meta, "results": results}, indent=2))
     print(f"results: {args.out}")

@@ -1,0 +1,124 @@
+"""Small runs as a user waits for them: whole `runner` processes, stage by stage.
+
+    python -m bench --only small [--rows 1000000] [--repeats 3]
+
+A warm session in one process hides what a small run costs most: the JVM's start, the
+first query's analysis and code generation, the first job's scheduling. Every figure here
+is a fresh process, as `runner run SPEC` is on a laptop or in a pod:
+
+1. the floor: a Python process that starts a local[2] SparkSession, runs one tiny job
+   (`spark.range(10).count()`) and stops it;
+2. the quickstart: `runner pipelines/quickstart.yaml` (420 rows into a new table) and
+   `runner pipelines/quickstart_corrections.yaml` (6 rows upserted into it);
+3. a 1,000-row upsert into a --rows table (loaded untimed, by one bulk_insert process).
+
+For each runner process: wall seconds, its stage seconds (start = Spark's session; plan =
+sources, transform and table snapshot; keys = the batch's keys, buckets and verdicts;
+write; commit) and the rest (Python's imports before the session, the history record and
+the stop after the commit). Medians over --repeats; the quickstart's ratio to the floor is
+the figure issue 37 asks about.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from bench.write import make_rows, runner_process, spec_file, write_source
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGES = ("start", "plan", "keys", "write", "commit")
+FLOOR = (
+    "from pyspark.sql import SparkSession\n"
+    "spark = SparkSession.builder.master('local[2]').getOrCreate()\n"
+    "spark.range(10).count()\n"
+    "spark.stop()\n"
+)
+UPSERT_ROWS = 1_000
+
+
+def run_small_benchmarks(work: Path, rows: int, repeats: int) -> list[dict]:
+    work.mkdir(parents=True, exist_ok=True)
+    floor = statistics.median(_floor_seconds() for _ in range(repeats))
+    quickstart = work / "pipelines"
+    results = []
+    load, corrections = [], []
+    for _ in range(repeats):
+        shutil.rmtree(quickstart, ignore_errors=True)
+        shutil.copytree(ROOT / "pipelines", quickstart, ignore=shutil.ignore_patterns("warehouse"))
+        load.append(_stages(quickstart / "quickstart.yaml", work))
+        corrections.append(_stages(quickstart / "quickstart_corrections.yaml", work))
+    results.append(_result("quickstart load, 420 rows into a new table", load, floor))
+    results.append(_result("quickstart corrections, 6 rows upserted", corrections, floor))
+    results.append(_upsert_into(work, rows, repeats, floor))
+    return results
+
+
+def _floor_seconds() -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", FLOOR], check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def _stages(spec: Path, work: Path) -> dict:
+    """One whole `runner SPEC` process: wall seconds and its stage seconds."""
+    seconds, summary = runner_process(spec, work / "summary.json")
+    stages = {s: summary["stage_seconds"].get(s, 0.0) for s in STAGES}
+    stages["rest"] = seconds - sum(summary["stage_seconds"].values())
+    return {"seconds": seconds, "stages": stages}
+
+
+def _upsert_into(work: Path, rows: int, repeats: int, floor: float) -> dict:
+    """UPSERT_ROWS existing keys upserted into a `rows`-row table, a fresh process each
+    (the table is loaded once, untimed; each upsert changes the same keys again)."""
+    write_source(work / "source", rows, seed=37)
+    table = work / "table"
+    shutil.rmtree(table, ignore_errors=True)
+    spec_file(work, "load", "bulk_insert", work / "source", table, 16)
+    runner_process(work / "load.yaml", work / "summary.json")
+    batch_dir = work / "batch"
+    batch_dir.mkdir(exist_ok=True)
+    ids = list(range(0, rows, max(1, rows // UPSERT_ROWS)))[:UPSERT_ROWS]
+    runs = []
+    for attempt in range(repeats):
+        pq.write_table(make_rows(0, seed=attempt, ids=ids, ts=2 + attempt), batch_dir / "b.parquet")
+        spec_file(work, "upsert", "upsert", batch_dir, table, 16)
+        runs.append(_stages(work / "upsert.yaml", work))
+    return _result(f"upsert of {len(ids):,} rows into {rows:,}", runs, floor)
+
+
+def _result(scenario: str, runs: list[dict], floor: float) -> dict:
+    stages = {s: statistics.median(r["stages"][s] for r in runs) for s in (*STAGES, "rest")}
+    wall = statistics.median(r["seconds"] for r in runs)
+    return {
+        "scenario": f"{scenario} (whole process)",
+        "runner_s": wall,
+        "peers": {"floor: SparkSession start, one tiny job, stop": floor},
+        "small": {"stages": stages, "plan_and_keys": stages["plan"] + stages["keys"]},
+    }
+
+
+def render_small(results: list[dict]) -> str:
+    lines = [
+        "| run | wall s | x floor | " + " | ".join(STAGES) + " | rest | plan + keys |",
+        "|---|---|---|" + "---|" * (len(STAGES) + 2),
+    ]
+    for result in results:
+        if "small" not in result:
+            continue
+        stages = result["small"]["stages"]
+        floor = next(iter(result["peers"].values()))
+        lines.append(
+            f"| {result['scenario']} | {result['runner_s']:.2f} | "
+            f"{result['runner_s'] / floor:.2f} | "
+            + " | ".join(f"{stages[s]:.2f}" for s in (*STAGES, "rest"))
+            + f" | {result['small']['plan_and_keys']:.2f} |"
+        )
+    lines.append(f"\nfloor (Python + SparkSession + one tiny job + stop): {floor:.2f} s")
+    return "\n".join(lines)
