@@ -7,7 +7,8 @@ first query's analysis and code generation, the first job's scheduling. Every fi
 is a fresh process, as `runner run SPEC` is on a laptop or in a pod:
 
 1. the floor: a Python process that starts a local[2] SparkSession, runs one tiny job
-   (`spark.range(10).count()`) and stops it;
+   (`spark.range(10).count()`) and stops it; and the same with the runner's Java
+   class-data archive (runner/java_cds.py), the floor the runner lowers for itself;
 2. the quickstart: `runner pipelines/quickstart.yaml` (420 rows into a new table) and
    `runner pipelines/quickstart_corrections.yaml` (6 rows upserted into it);
 3. a 1,000-row upsert into a --rows table (loaded untimed, by one bulk_insert process).
@@ -16,11 +17,13 @@ For each runner process: wall seconds, its stage seconds (start = Spark's sessio
 sources, transform and table snapshot; keys = the batch's keys, buckets and verdicts;
 write; commit) and the rest (Python's imports before the session, the history record and
 the stop after the commit). Medians over --repeats; the quickstart's ratio to the floor is
-the figure issue 37 asks about.
+the figure issue 37 asks about. RUNNER_JAVA_CDS=0 in the environment measures the runner
+without its archive (the archive floor is then skipped).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import statistics
 import subprocess
@@ -31,12 +34,17 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from bench.write import make_rows, runner_process, spec_file, write_source
+from runner.java_cds import QUIET, archive_path, java_binary
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("start", "plan", "keys", "write", "commit")
 FLOOR = (
+    "import sys\n"
     "from pyspark.sql import SparkSession\n"
-    "spark = SparkSession.builder.master('local[2]').getOrCreate()\n"
+    "builder = SparkSession.builder.master('local[2]')\n"
+    "if len(sys.argv) > 1:\n"
+    "    builder = builder.config('spark.driver.extraJavaOptions', sys.argv[1])\n"
+    "spark = builder.getOrCreate()\n"
     "spark.range(10).count()\n"
     "spark.stop()\n"
 )
@@ -57,12 +65,32 @@ def run_small_benchmarks(work: Path, rows: int, repeats: int) -> list[dict]:
     results.append(_result("quickstart load, 420 rows into a new table", load, floor))
     results.append(_result("quickstart corrections, 6 rows upserted", corrections, floor))
     results.append(_upsert_into(work, rows, repeats, floor))
+    archive = _archive()  # written by the runs above, unless RUNNER_JAVA_CDS=0
+    if archive is not None:
+        options = f"-XX:SharedArchiveFile={archive} {QUIET}"
+        lowered = statistics.median(_floor_seconds(options) for _ in range(repeats))
+        results.append(
+            {
+                "scenario": "floor with the runner's Java class-data archive (whole process)",
+                "runner_s": lowered,
+                "peers": {"floor: SparkSession start, one tiny job, stop": floor},
+            }
+        )
     return results
 
 
-def _floor_seconds() -> float:
+def _archive() -> Path | None:
+    java = java_binary()
+    if os.environ.get("RUNNER_JAVA_CDS") == "0" or java is None:
+        return None
+    path = archive_path(java)
+    return path if path.exists() else None
+
+
+def _floor_seconds(java_options: str | None = None) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", FLOOR], check=True, capture_output=True)
+    extra = [java_options] if java_options else []
+    subprocess.run([sys.executable, "-c", FLOOR, *extra], check=True, capture_output=True)
     return time.perf_counter() - start
 
 
@@ -121,4 +149,7 @@ def render_small(results: list[dict]) -> str:
             + f" | {result['small']['plan_and_keys']:.2f} |"
         )
     lines.append(f"\nfloor (Python + SparkSession + one tiny job + stop): {floor:.2f} s")
+    for result in results:
+        if "small" not in result:  # the floor lowered by the archive
+            lines.append(f"{result['scenario']}: {result['runner_s']:.2f} s")
     return "\n".join(lines)

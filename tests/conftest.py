@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.delta_spark import SPARK_CONF as DELTA_SPARK_CONF
@@ -61,10 +63,20 @@ def spark():
     s3 = connector_jars()  # Spark's S3 connector: S3 sources, expansion of S3 tables
     kafka = spark_connector_jars()  # Spark's Kafka and Avro connectors: Kafka sources
     conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"}
-    session = spark_session(
-        SparkSettings(master="local[2]", conf={**conf, **(DELTA_SPARK_CONF if delta else {})}),
-        app_name="tests",
-        jars=([jar] if jar else []) + delta + s3 + kafka,
-    )
+    # the session uses Java's class-data archive that the first `runner` process of the
+    # e2e tests writes, but never writes one: its exit would wait for the dump
+    was = os.environ.get("RUNNER_JAVA_CDS")
+    os.environ["RUNNER_JAVA_CDS"] = "use" if was != "0" else "0"
+    try:
+        session = spark_session(
+            SparkSettings(master="local[2]", conf={**conf, **(DELTA_SPARK_CONF if delta else {})}),
+            app_name="tests",
+            jars=([jar] if jar else []) + delta + s3 + kafka,
+        )
+    finally:
+        if was is None:
+            del os.environ["RUNNER_JAVA_CDS"]
+        else:
+            os.environ["RUNNER_JAVA_CDS"] = was
     yield session
     session.stop()

@@ -153,7 +153,8 @@ class BucketOutput:
         assert self.target_bytes is not None, "sorted writes are for file groups"
         rows = sorted_by_key(pa.concat_tables([*kept, merged.write]))
         keys = rows.column(RECORD_KEY).combine_chunks()
-        cuts = cut_points(keys, bytes_per_row(self.unit, rows), self.target_bytes)
+        per_row = bytes_per_row(self.unit, rows, self.target_bytes)
+        cuts = cut_points(keys, per_row, self.target_bytes)
         bounds = [0, *cuts, rows.num_rows]
         fields = self.close(replace(merged, write=rows.slice(0, bounds[1])))
         pieces = itertools.pairwise(bounds[1:])

@@ -1,0 +1,163 @@
+"""Java's class-data sharing (CDS) archive for the driver JVM of local runs.
+
+A local run's JVM loads and verifies some ten thousand classes of Spark's jars before its
+first job; that is most of the seconds between `runner run` and its first row. Java can
+save the loaded classes in an archive at exit (`-XX:ArchiveClassesAtExit`, JDK 13+) and
+map it at the next start (`-XX:SharedArchiveFile`): Spark's start and first job then take
+about 40 % less (docs/performance.md, "Small runs").
+
+The first local run without an archive writes one, once: its JVM dumps the archive as it
+exits, and the run waits for that (a few seconds, said in the log) before the archive is
+put in place. One process at a time makes it (a lock file); the others run without. The
+archive is kept per Java binary and Spark jars (`archive_path`); a JVM that finds it does
+not match ignores it, so a stale archive costs nothing but its disk. Runs under
+spark-submit (a cluster, a SparkApplication) start their JVM themselves: not here.
+RUNNER_JAVA_CDS=0 turns it off; RUNNER_JAVA_CDS=use uses an archive but never writes one
+(a long-lived process, such as a test session, whose exit should not wait for a dump).
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import structlog
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = structlog.get_logger(__name__)
+
+# A lock older than this is stale whatever its writer's state (a writer whose process is
+# gone is stale at once).
+STALE_LOCK_SECONDS = 600
+# How long the first run waits for its JVM to write the archive and exit.
+DUMP_WAIT_SECONDS = 120
+# The JVM says nothing about the archive (a mismatched one is quietly not used).
+QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
+def cache_dir() -> Path:
+    if os.environ.get("RUNNER_CDS_CACHE"):
+        return Path(os.environ["RUNNER_CDS_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base) / "runner" / "cds"
+
+
+def archive_path(java: str) -> Path:
+    """Where the archive of this Java binary and these Spark jars is kept."""
+    import pyspark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    listing = sorted(p.name for p in jars.glob("*.jar")) if jars.is_dir() else []
+    java_real = os.path.realpath(java)
+    stamp = os.stat(java_real).st_mtime_ns if os.path.exists(java_real) else 0
+    key = "\n".join([java_real, str(stamp), pyspark.__version__, *listing])
+    return (
+        cache_dir()
+        / f"spark-{pyspark.__version__}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+    )
+
+
+@dataclass
+class ClassArchive:
+    """The archive of this run's driver JVM: used when it exists, else (with the lock)
+    written by this run's JVM at its exit."""
+
+    path: Path
+    writing: Path | None = None  # the archive this run's JVM dumps, if it makes one
+
+    @classmethod
+    def for_java(cls, java: str | None) -> ClassArchive | None:
+        """None when turned off (RUNNER_JAVA_CDS=0) or Java is unknown."""
+        mode = os.environ.get("RUNNER_JAVA_CDS", "1")
+        if mode == "0" or not java:
+            return None
+        try:
+            archive = cls(archive_path(java))
+        except OSError:
+            return None
+        if mode != "use" and not archive.path.exists() and archive._lock():
+            archive.writing = archive.path.with_suffix(f".{os.getpid()}.partial")
+        return archive
+
+    def java_options(self) -> str:
+        if self.writing is not None:
+            return f"-XX:ArchiveClassesAtExit={self.writing} {QUIET}"
+        if self.path.exists():
+            return f"-XX:SharedArchiveFile={self.path} {QUIET}"
+        return ""
+
+    def started(self, spark: SparkSession) -> None:
+        """When this run writes the archive: at exit, end the JVM and wait for its dump."""
+        if self.writing is None:
+            return
+        proc = getattr(spark.sparkContext._gateway, "proc", None)
+        if proc is None:  # not a JVM this process started
+            self._unlock()
+            return
+        atexit.register(self._finish, proc)
+
+    def _finish(self, proc: object) -> None:
+        """Close the JVM's stdin (it exits on EOF), wait for it, put the archive in place."""
+        assert self.writing is not None
+        started = time.perf_counter()
+        log.info("java_class_archive_writing", path=str(self.path))
+        try:
+            proc.stdin.close()  # type: ignore[attr-defined]
+            code = proc.wait(timeout=DUMP_WAIT_SECONDS)  # type: ignore[attr-defined]
+            if code == 0 and self.writing.exists() and self.writing.stat().st_size > 0:
+                os.replace(self.writing, self.path)
+                seconds = round(time.perf_counter() - started, 1)
+                log.info("java_class_archive_written", path=str(self.path), seconds=seconds)
+        except Exception as exc:  # never fail a run for a start-up cache
+            log.warning("java_class_archive_not_written", error=str(exc))
+        finally:
+            self.writing.unlink(missing_ok=True)
+            self._unlock()
+
+    @property
+    def _lock_path(self) -> Path:
+        return self.path.with_suffix(".lock")
+
+    def _lock(self) -> bool:
+        """Whether this process may write the archive (no other is writing it)."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self._lock_path.exists():
+                if not self._lock_is_stale():
+                    return False
+                self._lock_path.unlink(missing_ok=True)
+            fd = os.open(self._lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except OSError:
+            return False
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        return True
+
+    def _lock_is_stale(self) -> bool:
+        """The lock's writer is gone (killed before its JVM exited), or it is old."""
+        if time.time() - self._lock_path.stat().st_mtime > STALE_LOCK_SECONDS:
+            return True
+        try:
+            os.kill(int(self._lock_path.read_text() or "0"), 0)
+        except (ValueError, ProcessLookupError):
+            return True
+        except PermissionError:  # alive, another user's
+            return False
+        return False
+
+    def _unlock(self) -> None:
+        self._lock_path.unlink(missing_ok=True)
+
+
+def java_binary() -> str | None:
+    """The `java` Spark's launcher runs: JAVA_HOME's, else the one on PATH."""
+    java_home = os.environ.get("JAVA_HOME")
+    return os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")

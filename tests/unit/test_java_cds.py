@@ -1,0 +1,60 @@
+"""Java's class-data archive of local runs (runner/java_cds.py): which run writes it, which
+use it, and the lock between them; no JVM is started here (the e2e runs use the archive)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from runner.java_cds import ClassArchive, java_binary
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("RUNNER_CDS_CACHE", str(tmp_path))
+    monkeypatch.delenv("RUNNER_JAVA_CDS", raising=False)
+    return tmp_path
+
+
+def _archive() -> ClassArchive:
+    archive = ClassArchive.for_java(java_binary() or sys.executable)
+    assert archive is not None
+    return archive
+
+
+def test_the_first_run_writes_the_archive_and_the_others_wait_for_it(cache):
+    first = _archive()
+    assert first.writing is not None and f"-XX:ArchiveClassesAtExit={first.writing}" in (
+        first.java_options()
+    )
+    second = _archive()  # while the first writes: neither writes nor uses one
+    assert second.writing is None and second.java_options() == ""
+
+    first.writing.write_bytes(b"archive")  # what the first JVM dumps at its exit
+    first.path.write_bytes(b"archive")
+    first._unlock()
+    third = _archive()
+    assert third.writing is None
+    assert third.java_options().startswith(f"-XX:SharedArchiveFile={first.path} ")
+
+
+def test_a_lock_whose_writer_is_gone_is_taken_over(cache):
+    first = _archive()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    first._lock_path.write_text(dead.stdout.strip())  # a writer killed before its JVM exited
+    again = _archive()
+    assert again.writing is not None
+    assert again._lock_path.read_text() == str(os.getpid())
+
+
+def test_off_and_use_only(cache, monkeypatch):
+    monkeypatch.setenv("RUNNER_JAVA_CDS", "0")
+    assert ClassArchive.for_java(java_binary() or sys.executable) is None
+    monkeypatch.setenv("RUNNER_JAVA_CDS", "use")  # a test session: never writes
+    archive = _archive()
+    assert archive.writing is None and archive.java_options() == ""
+    assert not list(cache.iterdir())  # no lock taken
