@@ -10,14 +10,15 @@ before the target's commit, so nothing is lost.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import structlog
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from runner import faults
 from runner.delta.quarantine import append_quarantine
@@ -34,7 +35,7 @@ from runner.pipeline.quality import (
     enforce,
     quarantine_rows,
 )
-from runner.pipeline.winners import one_pass_frame, split_verdicts
+from runner.pipeline.winners import estimated_bytes, one_pass_frame, split_verdicts
 from runner.storage.location import writing
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH
 
@@ -48,15 +49,46 @@ class Counted:
     collected: pa.Table | None  # the rows to write, when the batch was collected whole
 
 
+# A batch Spark estimates at most this large has its keys computed by Spark's interpreted
+# expressions: generating and compiling the Java code of a first query costs about half a
+# second, more than interpreting a few thousand rows does (docs/performance.md, "Small
+# runs as whole processes").
+INTERPRETED_MAX_BYTES = 2**20
+
+
 def count_batch(ctx: RunContext, batch: Batch) -> Counted:
     with ctx.stage("keys"):
         small = one_pass_frame(batch.judged, ctx.target, batch.schema, ctx.instant)
         if small is None:
             groups, verdicts = touched_groups(batch.judged)
             return Counted(groups, verdicts, None)
-        collected, groups, verdicts = split_verdicts(small.toArrow())
+        tiny = estimated_bytes(batch.judged) <= INTERPRETED_MAX_BYTES
+        with interpreted(small.sparkSession) if tiny else contextlib.nullcontext():
+            rows = small.toArrow()
+        collected, groups, verdicts = split_verdicts(rows)
         log.info("batch_collected", rows=verdicts.rows_read)
         return Counted(groups, verdicts, collected)
+
+
+@contextlib.contextmanager
+def interpreted(spark: SparkSession) -> Iterator[None]:
+    """Spark's queries in the block run without generated code (whole-stage code generation
+    off, expressions interpreted); the session's settings are restored after it."""
+    settings = {
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    }
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, was in before.items():
+            if was is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, was)
 
 
 def touched_groups(judged: DataFrame) -> tuple[dict[Group, int], Verdicts]:

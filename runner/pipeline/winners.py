@@ -136,11 +136,15 @@ def one_pass_frame(
     that no merge on the driver takes."""
     if target.driver_merge.max_rows == 0:
         return None
-    estimate = int(str(judged._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
-    if estimate > ONE_PASS_MAX_BYTES:
+    if estimated_bytes(judged) > ONE_PASS_MAX_BYTES:
         return None
     verdict = (FATE, RULE)
     return driver_frame(incoming_rows(judged, target, plan, instant, verdict), plan, verdict)
+
+
+def estimated_bytes(frame: DataFrame) -> int:
+    """Spark's estimate of a frame's size (its source files' bytes, for a file source)."""
+    return int(str(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
 
 
 def split_verdicts(rows: pa.Table) -> tuple[pa.Table, dict[Group, int], Verdicts]:
