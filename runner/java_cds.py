@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from runner.maven import user_cache
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -44,10 +46,7 @@ QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
 def cache_dir() -> Path:
-    if os.environ.get("RUNNER_CDS_CACHE"):
-        return Path(os.environ["RUNNER_CDS_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    return Path(base) / "runner" / "cds"
+    return user_cache("cds", "RUNNER_CDS_CACHE")
 
 
 def archive_path(java: str) -> Path:

@@ -27,11 +27,17 @@ FETCH_TIMEOUT_S = 900
 MAVEN_HELP = "install Maven (Debian/Ubuntu: `sudo apt-get install -y maven`)"
 
 
-def cache_root() -> Path:
-    if os.environ.get("RUNNER_JAR_CACHE"):
-        return Path(os.environ["RUNNER_JAR_CACHE"])
+def user_cache(name: str, override: str) -> Path:
+    """`~/.cache/runner/<name>`: the environment variable `override` moves it, as
+    $XDG_CACHE_HOME moves `~/.cache`."""
+    if os.environ.get(override):
+        return Path(os.environ[override])
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    return Path(base) / "runner" / "jars"
+    return Path(base) / "runner" / name
+
+
+def cache_root() -> Path:
+    return user_cache("jars", "RUNNER_JAR_CACHE")
 
 
 def jar_name(coordinate: str) -> str:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING
 
@@ -109,3 +110,19 @@ def spark_session(settings: SparkSettings, app_name: str, jars: Sequence[str] = 
     if archive is not None:
         archive.started(spark)
     return spark
+
+
+@contextlib.contextmanager
+def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """Spark SQL settings for the queries of the block; the session's own after it."""
+    saved = {key: spark.conf.get(key, None) for key in settings}
+    try:
+        for key, value in settings.items():
+            spark.conf.set(key, value)
+        yield
+    finally:
+        for key, before in saved.items():
+            if before is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, before)

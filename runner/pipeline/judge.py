@@ -10,15 +10,14 @@ before the target's commit, so nothing is lost.
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import structlog
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
 from runner import faults
 from runner.delta.quarantine import append_quarantine
@@ -36,6 +35,7 @@ from runner.pipeline.quality import (
     quarantine_rows,
 )
 from runner.pipeline.winners import estimated_bytes, one_pass_frame, split_verdicts
+from runner.session import session_settings
 from runner.storage.location import writing
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH
 
@@ -63,32 +63,19 @@ def count_batch(ctx: RunContext, batch: Batch) -> Counted:
             groups, verdicts = touched_groups(batch.judged)
             return Counted(groups, verdicts, None)
         tiny = estimated_bytes(batch.judged) <= INTERPRETED_MAX_BYTES
-        with interpreted(small.sparkSession) if tiny else contextlib.nullcontext():
+        with session_settings(small.sparkSession, INTERPRETED if tiny else {}):
             rows = small.toArrow()
         collected, groups, verdicts = split_verdicts(rows)
         log.info("batch_collected", rows=verdicts.rows_read)
         return Counted(groups, verdicts, collected)
 
 
-@contextlib.contextmanager
-def interpreted(spark: SparkSession) -> Iterator[None]:
-    """Spark's queries in the block run without generated code (whole-stage code generation
-    off, expressions interpreted); the session's settings are restored after it."""
-    settings = {
-        "spark.sql.codegen.wholeStage": "false",
-        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-    }
-    before = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, was in before.items():
-            if was is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, was)
+# What a tiny batch's queries run with: whole-stage code generation off, expressions
+# interpreted.
+INTERPRETED = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
 
 
 def touched_groups(judged: DataFrame) -> tuple[dict[Group, int], Verdicts]:

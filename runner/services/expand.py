@@ -24,8 +24,7 @@ Plan (`plan_expansion`, `plan_split`, from the Delta log, no Spark) and execute
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import reduce
 from typing import Any
@@ -55,7 +54,7 @@ from runner.services.expansion_plan import (
     plan_expansion,
 )
 from runner.services.expansion_split import plan_hot_splits, plan_split
-from runner.session import spark_session, under_spark_submit
+from runner.session import session_settings, spark_session, under_spark_submit
 from runner.spec.model import PipelineSpec, Target
 from runner.storage.in_flight import in_flight
 from runner.storage.location import TableLocation, locate, writing
@@ -78,24 +77,12 @@ log = structlog.get_logger(__name__)
 _DEFAULT_MAX_PARTITION_BYTES = 128 << 20
 
 
-@contextmanager
-def _whole_file_reads(spark: SparkSession, largest_file: int) -> Iterator[None]:
-    """Spark's file reads set so that no file of up to `largest_file` bytes is split."""
-    settings = {
+def _whole_file_reads(largest_file: int) -> dict[str, str]:
+    """Spark's file read settings under which no file of up to `largest_file` bytes is split."""
+    return {
         "spark.sql.files.maxPartitionBytes": str(max(largest_file, _DEFAULT_MAX_PARTITION_BYTES)),
         "spark.sql.files.openCostInBytes": str(max(largest_file, 1)),
     }
-    saved = {k: spark.conf.get(k, None) for k in settings}
-    try:
-        for key, value in settings.items():
-            spark.conf.set(key, value)
-        yield
-    finally:
-        for key, before in saved.items():
-            if before is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, before)
 
 
 @dataclass
@@ -209,7 +196,8 @@ def _rewrite(
     """The Spark job: the plan's rows in their new bucket files, every row written once."""
     if not plan.files:  # a split of a bucket that holds no file: only the layout changes
         return []
-    with _whole_file_reads(spark, max((f.size for f in plan.files), default=0)):
+    largest = max((f.size for f in plan.files), default=0)
+    with session_settings(spark, _whole_file_reads(largest)):
         frame = expansion_frame(spark, snapshot, target, plan)
         results = frame.mapInArrow(job, from_arrow_schema(REGROUP_RESULT_SCHEMA)).collect()
     written_rows = sum(r.num_records for r in results)
