@@ -2,7 +2,8 @@
 
 Hudi 1.1.1's Spark bundle runs on Spark 3.5, the runner on Spark 4.0, so the two cannot
 share a JVM or a virtualenv. `side_environment()` returns the bench's own second
-environment, cached under ~/.cache/runner/bench-hudi/ ($XDG_CACHE_HOME moves it) and made
+environment, cached under ~/.cache/runner/bench-hudi/ ($RUNNER_BENCH_HUDI_CACHE or
+$XDG_CACHE_HOME moves it) and made
 on first use, nothing of it in the runner's dependencies:
 - a virtualenv made by the bench's Python (`python -m venv`), with `pip install
   pyspark==3.5.*` (the newest 3.5.x pip resolves);
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -26,6 +26,8 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from runner.maven import user_cache
 
 PYSPARK = "pyspark==3.5.*"
 HUDI_BUNDLE = "org.apache.hudi:hudi-spark3.5-bundle_2.12:1.1.1"
@@ -48,8 +50,7 @@ class SideEnvironment:
 
 
 def env_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "runner" / "bench-hudi"
+    return user_cache("bench-hudi", "RUNNER_BENCH_HUDI_CACHE")
 
 
 def load_environment(directory: Path) -> SideEnvironment | None:
