@@ -54,6 +54,11 @@ class Counted:
 # second, more than interpreting a few thousand rows does (docs/performance.md, "Small
 # runs as whole processes").
 INTERPRETED_MAX_BYTES = 2**20
+# What its queries then run with: whole-stage code generation off, expressions interpreted.
+INTERPRETED = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
 
 
 def count_batch(ctx: RunContext, batch: Batch) -> Counted:
@@ -68,14 +73,6 @@ def count_batch(ctx: RunContext, batch: Batch) -> Counted:
         collected, groups, verdicts = split_verdicts(rows)
         log.info("batch_collected", rows=verdicts.rows_read)
         return Counted(groups, verdicts, collected)
-
-
-# What a tiny batch's queries run with: whole-stage code generation off, expressions
-# interpreted.
-INTERPRETED = {
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-}
 
 
 def touched_groups(judged: DataFrame) -> tuple[dict[Group, int], Verdicts]:
