@@ -73,7 +73,7 @@ def write_buckets(
         merge=merge_settings(target),
         change_feed=plan.change_feed,
         fault=faults.requested(),
-        file_group_bytes=None if target.cdc is not None else target.index.file_group_bytes,
+        file_group_bytes=target.group_bytes,
     )
     job = bucket_write(target).job(request)
     if plan.on_driver:

@@ -200,9 +200,8 @@ def compact_table(
     if snapshot is None:
         raise UserError(f"no table at {target.path} yet: run the pipeline first")
     check_table_settings(spec.file, target, snapshot.configuration)
-    group_bytes = None if target.cdc is not None else target.index.file_group_bytes
     limits = target.compaction if only_due else None
-    buckets = plan_compaction(snapshot, partitions, limits, group_bytes)
+    buckets = plan_compaction(snapshot, partitions, limits, target.group_bytes)
     summary = CompactSummary(target.path, dry_run)
     _count_inputs(summary, buckets)
     log.info("compaction_planned", buckets=summary.buckets, files=summary.files_read)
@@ -211,7 +210,7 @@ def compact_table(
     check_log_writable(snapshot.location, "runner compact")  # before any work
     with Progress.start("compact", spec.name, tty=console_progress):
         spark = spark or spark_session(spec.spark, f"{spec.name}-compact")
-        return run_compaction(spark, snapshot, buckets, summary, group_bytes)
+        return run_compaction(spark, snapshot, buckets, summary, target.group_bytes)
 
 
 def _count_inputs(summary: CompactSummary, buckets: Sequence[BucketState]) -> None:

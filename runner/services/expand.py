@@ -176,13 +176,14 @@ def _rewrite_job(
     each new bucket into groups of about the target size (runner/write/regroup_writer.py)."""
     file_ids = {g: new_file_id(g[1]) for g in plan.new_buckets()}
     schema, fault = snapshot.arrow_schema(), faults.requested()
-    groups = target.cdc is None
+    group_bytes = target.group_bytes
     if plan.policy != "overwrite":
         by_hash = files_by_hash(spark, plan.files)
-        return RehashJob(snapshot.location, instant, schema, file_ids, by_hash, fault, groups)
+        keep_groups = group_bytes is not None
+        return RehashJob(snapshot.location, instant, schema, file_ids, by_hash, fault, keep_groups)
     rows = sum(f.num_records for f in plan.files)
     per_row = sum(f.size for f in plan.files) / max(rows, 1)  # as the files store them
-    per_group = max(1, int(target.index.file_group_bytes / per_row)) if groups and rows else None
+    per_group = max(1, int(group_bytes / per_row)) if group_bytes and rows else None
     return RegroupJob(snapshot.location, instant, schema, file_ids, fault, per_group)
 
 

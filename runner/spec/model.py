@@ -254,6 +254,12 @@ class Target:
         return self.key_generator.record_key
 
     @property
+    def group_bytes(self) -> int | None:
+        """The target size of a bucket's file groups; None: one group per bucket, as a
+        change feed's target keeps (its deleted keys live in the bucket's files)."""
+        return None if self.cdc is not None else self.index.file_group_bytes
+
+    @property
     def keeps_history(self) -> bool:
         """SCD type 2: every version of a key is stored, with its validity columns."""
         return self.cdc is not None and self.scd.type == 2

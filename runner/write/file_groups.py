@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from runner.delta.snapshot import DataFile
 from runner.storage.meta_columns import RECORD_KEY
-from runner.storage.parquet_file import dictionary_columns
+from runner.storage.parquet_file import writer_settings
 
 # Rows of a new group written in memory to learn what a row takes in its file: sorted by
 # key, a group's rows compress to a tenth to a half of their Arrow size, too wide a range
@@ -102,8 +102,7 @@ def bytes_per_row(group: FileGroup | None, rows: pa.Table, target_bytes: int) ->
     n = min(int(rows.num_rows), SAMPLE_ROWS)
     sample = rows.slice((rows.num_rows - n) // 2, n)
     sink = pa.BufferOutputStream()
-    columns = dictionary_columns(sample.schema, sample)
-    pq.write_table(sample, sink, compression="zstd", use_dictionary=columns)
+    pq.write_table(sample, sink, **writer_settings(sample.schema, sample))  # as BucketFile
     return int(sink.tell()) / n
 
 

@@ -72,13 +72,21 @@ def _orphans(table: Path) -> set[str]:
 
 @pytest.mark.e2e
 @pytest.mark.slow
-def test_sigkill_at_every_point_leaves_a_usable_table(tmp_path):
+def test_sigkill_at_every_point_leaves_a_usable_table(tmp_path, monkeypatch):
     shutil.copytree(
         ROOT / "pipelines", tmp_path / "pipelines", ignore=shutil.ignore_patterns("warehouse")
     )
     # file groups of 1 KiB: the corrections' rewrite of a bucket splits it into groups
     _edit_specs(tmp_path, lambda target: target["index"].update(file_group_bytes=1024))
-    assert _runner(tmp_path, "pipelines/quickstart.yaml").returncode == 0
+    # a class-data archive of its own: the first run writes it, the killed ones map it
+    cds = tmp_path / "cds"
+    monkeypatch.setenv("RUNNER_CDS_CACHE", str(cds))
+    monkeypatch.delenv("RUNNER_JAVA_CDS", raising=False)
+    first = _runner(tmp_path, "pipelines/quickstart.yaml")
+    assert first.returncode == 0, first.stderr
+    assert "java_class_archive_written" in first.stderr
+    [archive] = cds.iterdir()  # the archive alone: no lock or partial dump left
+    assert archive.suffix == ".jsa" and archive.stat().st_size > 10 * 2**20
     table = tmp_path / "pipelines" / "warehouse" / "trips"
     before = _content(table)
     corrections = "pipelines/quickstart_corrections.yaml"
@@ -139,6 +147,7 @@ def test_sigkill_at_every_point_leaves_a_usable_table(tmp_path):
         ("trips", "clean", "done", None),
     ]
     assert "killed after its commit" in records[7]["error_message"]
+    assert list(cds.iterdir()) == [archive]  # mapped by the later runs, never written again
     failed = _runner(tmp_path, "history", "pipelines/quickstart.yaml", "--failed")
     assert failed.stdout.count("interrupted") == 7, failed.stdout
 
