@@ -88,6 +88,8 @@ class RunSummary:
     table_type: str = "COPY_ON_WRITE"
     buckets_rewritten: int = 0  # MERGE_ON_READ: stored buckets past the thresholds, rewritten
     buckets_with_deletion_vectors: int = 0  # MERGE_ON_READ: buckets whose files got DVs
+    # the schema changes the run made: new columns (`note`), new nested fields
+    # (`address.zip`), widened types (`amount: integer -> long`)
     columns_added: list[str] = field(default_factory=list)
     files_skipped: list[dict[str, Any]] = field(
         default_factory=list
@@ -207,8 +209,8 @@ class RunSummary:
     def _after_commit_lines(self) -> list[str]:
         """New columns, and the table services run after the commit."""
         lines = []
-        if self.columns_added:
-            lines.append(f"  new columns  {', '.join(self.columns_added)}")
+        if self.columns_added:  # new columns and fields, widened types
+            lines.append(f"  schema       {', '.join(self.columns_added)}")
         if self.compaction:
             c = self.compaction
             lines.append(

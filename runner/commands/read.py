@@ -158,11 +158,13 @@ def _read_state(
     vectors = deletion_vectors(location, table)
     # delta-rs reads any Delta table, partitioned too, but refuses one whose protocol
     # allows deletion vectors (a MERGE_ON_READ table, also once compacted and without any)
-    dv_feature = "deletionVectors" in (table.protocol().reader_features or [])
+    # or type widening (older files may hold a column in a narrower type: read_live casts)
+    features = table.protocol().reader_features or []
+    delta_rs_refuses = "deletionVectors" in features or "typeWidening" in features
     if as_of_business_time is not None:
         valid = _valid_at(path, table.metadata().configuration, schema, as_of_business_time)
         wanted = valid if wanted is None else wanted & valid
-    if wanted is None and not vectors and not dv_feature:
+    if wanted is None and not vectors and not delta_rs_refuses:
         return ReadResult(table.to_pyarrow_table(), table.version(), len(keep), len(actions))
     files = [(unquote(row["path"]), vectors.get(unquote(row["path"]))) for row in keep]
     rows = read_live(location, schema, files, wanted)

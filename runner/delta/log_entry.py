@@ -202,8 +202,11 @@ def re_add_action(update: NewDeletionVector, now: int) -> dict[str, Any]:
     return action
 
 
-def metadata_action(table: DeltaTable, configuration: Mapping[str, str]) -> dict[str, Any]:
-    """The table's metaData as `table` has it (id, name, schema...), with `configuration`."""
+def metadata_action(
+    table: DeltaTable, configuration: Mapping[str, str], schema: str | None = None
+) -> dict[str, Any]:
+    """The table's metaData as `table` has it (id, name, schema...), with `configuration`
+    (and `schema`, a Delta schema's JSON, when given)."""
     meta = table.metadata()
     return {
         "metaData": {
@@ -211,7 +214,7 @@ def metadata_action(table: DeltaTable, configuration: Mapping[str, str]) -> dict
             "name": meta.name,
             "description": meta.description,
             "format": {"provider": "parquet", "options": {}},
-            "schemaString": table.schema().to_json(),
+            "schemaString": schema or table.schema().to_json(),
             "partitionColumns": list(meta.partition_columns),
             "createdTime": meta.created_time,
             "configuration": dict(configuration),

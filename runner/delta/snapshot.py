@@ -18,6 +18,9 @@ from runner.storage.location import TableLocation, locate
 
 # The table setting that turns Delta's change data feed on.
 CHANGE_FEED_SETTING = "delta.enableChangeDataFeed"
+# Delta's type widening: the table feature, and the setting that lets writers widen a type.
+TYPE_WIDENING = "typeWidening"
+TYPE_WIDENING_SETTING = "delta.enableTypeWidening"
 
 Group = tuple[str, int]  # (partition path, bucket)
 
@@ -81,6 +84,12 @@ class TableSnapshot:
     def has_deletion_vectors(self) -> bool:
         """The table has the deletionVectors feature (a MERGE_ON_READ table)."""
         return has_deletion_vectors(self.table)
+
+    @property
+    def has_type_widening(self) -> bool:
+        """The table has the typeWidening feature: some stored files may hold a column in a
+        narrower type than the table's; delta-rs neither reads nor writes such a table."""
+        return TYPE_WIDENING in (self.table.protocol().writer_features or [])
 
     def _logged_adds(self) -> dict[str, LoggedAdd]:
         version = self.version

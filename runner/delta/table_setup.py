@@ -2,23 +2,32 @@
 
 A new table is first created empty (version 0) with its runner.* settings, because delta-rs
 accepts custom configuration keys only on that path; each run then commits one version
-(runner/delta/transaction.py). A new column is added by delta-rs' `alter.add_columns` just
-before the data commit.
+(runner/delta/transaction.py). The schema changes a run makes (new columns and fields,
+widened types) are a version of their own, written by the runner just before the data commit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
 import structlog
-from deltalake import DeltaTable, Field, TableFeatures
+from deltalake import DeltaTable, TableFeatures
 from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import DeltaError
 
 from runner.delta.log_entry import commit_info, metadata_action, now_ms, publish
-from runner.delta.snapshot import CHANGE_FEED_SETTING, TableSnapshot, open_table
+from runner.delta.schema import SchemaPlan
+from runner.delta.schema_evolution import evolved_schema
+from runner.delta.snapshot import (
+    CHANGE_FEED_SETTING,
+    TYPE_WIDENING,
+    TYPE_WIDENING_SETTING,
+    TableSnapshot,
+    open_table,
+)
 from runner.errors import CommitConflictError
 from runner.storage.location import TableLocation
 
@@ -98,7 +107,65 @@ def enable_change_feed(snapshot: TableSnapshot) -> TableSnapshot:
     return latest
 
 
-def add_columns(table: DeltaTable, fields: Sequence[pa.Field]) -> None:
-    delta = DeltaSchema.from_arrow(pa.schema(list(fields)))
-    table.alter.add_columns([Field(f.name, f.type, nullable=True) for f in delta.fields])
-    log.info("columns_added", columns=[f.name for f in fields], version=table.version())
+def evolve_schema(snapshot: TableSnapshot, plan: SchemaPlan) -> TableSnapshot:
+    """The table with the schema changes of `plan` (new columns and fields, widened types),
+    as a version of its own written by the runner, before the data commit: delta-rs writes
+    nothing to a table with the typeWidening feature. A widening first gives the table that
+    feature (reader and writer, protocol 3/7) and delta.enableTypeWidening."""
+    stored = json.loads(snapshot.table.schema().to_json())
+    merged = json.loads(DeltaSchema.from_arrow(plan.file_schema).to_json())
+    schema = evolved_schema(stored, merged, list(plan.changes))
+    configuration = snapshot.configuration
+    entry = [
+        commit_info(
+            "CHANGE COLUMN",
+            {
+                "operation": "schema_evolution",
+                "schema_changes": [c.to_dict() for c in plan.changes],
+            },
+            now_ms(),
+        )
+    ]
+    if plan.widens and configuration.get(TYPE_WIDENING_SETTING) != "true":
+        entry.append({"protocol": _with_type_widening(snapshot)})
+        configuration = {**configuration, TYPE_WIDENING_SETTING: "true"}
+    entry.append(metadata_action(snapshot.table, configuration, json.dumps(schema)))
+    version = snapshot.version + 1
+    if not publish(snapshot.location, version, entry):
+        raise CommitConflictError(
+            f"another writer committed version {version} of {snapshot.uri} while this run "
+            "changed its schema; nothing was committed: run the pipeline again"
+        )
+    log.info("schema_evolved", version=version, changes=[c.describe() for c in plan.changes])
+    latest = open_table(snapshot.location)
+    assert latest is not None
+    return latest
+
+
+# The features a writer version below 7 implies, by the version that brought each: a table
+# moved to version 7 lists them (PROTOCOL.md, "Table Features").
+_LEGACY_WRITER_FEATURES = (
+    (2, "appendOnly"),
+    (2, "invariants"),
+    (3, "checkConstraints"),
+    (4, "changeDataFeed"),
+    (4, "generatedColumns"),
+)
+
+
+def _with_type_widening(snapshot: TableSnapshot) -> dict[str, object]:
+    """The table's protocol with the typeWidening feature: reader 3 and writer 7, with the
+    features its older writer version implied listed."""
+    protocol = snapshot.table.protocol()
+    readers = set(protocol.reader_features or [])
+    writers = set(protocol.writer_features or [])
+    if protocol.min_writer_version < 7:
+        writers |= {
+            f for since, f in _LEGACY_WRITER_FEATURES if since <= protocol.min_writer_version
+        }
+    return {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": sorted(readers | {TYPE_WIDENING}),
+        "writerFeatures": sorted(writers | {TYPE_WIDENING}),
+    }

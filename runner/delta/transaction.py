@@ -10,7 +10,8 @@ version after the snapshot the writer read, in ONE loop for every writer:
    without deletion vectors. Everything else is a log entry the runner builds here from
    runner/delta/log_entry.py's actions and publishes itself (a hard link, or S3's
    conditional put): an add with a deletion vector (a MERGE_ON_READ run), change data
-   files (`cdc` actions: a table with Delta's change data feed), a new
+   files (`cdc` actions: a table with Delta's change data feed), any commit to a table
+   with the typeWidening feature (delta-rs refuses to write one), a new
    configuration together with files (an expansion), `dataChange: false` (a compaction).
    Either way the publication fails when another writer took that version. Entries the
    runner writes are checkpointed every 100 versions, as delta-rs checkpoints its own.
@@ -295,6 +296,7 @@ def _publish(snapshot: TableSnapshot, changes: Commit) -> int:
         and changes.data_change
         and not changes.change_files
         and not snapshot.has_deletion_vectors
+        and not snapshot.has_type_widening
     ):
         assert not changes.deletion_vectors, "deletion vectors on a table without the feature"
         _commit_with_delta_rs(snapshot, changes)

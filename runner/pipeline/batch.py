@@ -170,4 +170,7 @@ def _plan_schema(batch: DataFrame, target: Target, snapshot: TableSnapshot | Non
         return plan_schema(table_schema, table_schema, target.path)
     data = batch.drop(*not_stored(target))
     incoming = to_arrow_schema(data.schema, timestamp_utc=True)
-    return plan_schema(incoming, table_schema, target.path)
+    schema = plan_schema(incoming, table_schema, target.path, target.schema_evolution)
+    if schema.changes:  # known before anything is written (and in a dry run)
+        log.info("schema_changes_planned", changes=[c.describe() for c in schema.changes])
+    return schema

@@ -19,13 +19,14 @@ from pyspark.sql import Row
 from runner import faults
 from runner.delta.log_entry import NewFile
 from runner.delta.schema import SchemaPlan
+from runner.delta.schema_evolution import delta_type
 from runner.delta.snapshot import DataFile, Group, TableSnapshot, open_table
 from runner.delta.table_config import table_settings
 from runner.delta.table_setup import (
     TableFeaturesWanted,
-    add_columns,
     create_table,
     enable_change_feed,
+    evolve_schema,
 )
 from runner.delta.transaction import Commit, Resolver, RunRule, commit
 from runner.errors import CommitConflictError
@@ -58,7 +59,7 @@ class Written:
 @dataclass(frozen=True)
 class Committed:
     version: int | None  # None: nothing changed, nothing committed
-    columns_added: tuple[str, ...] = ()
+    columns_added: tuple[str, ...] = ()  # the schema changes made: SchemaChange.describe()
 
 
 def identity(ctx: RunContext, operation: str | None = None) -> dict[str, Any]:
@@ -100,6 +101,8 @@ def prepare_commit(
         return None
     snapshot, columns_added = _table_to_commit_to(ctx, snapshot, schema)
     metadata = commit_metadata(identity(ctx), figures)
+    if schema.changes:
+        metadata["schema_changes"] = [c.to_dict() for c in schema.changes]
     if checkpoints is not None:
         # in the same commit as the data: a crash can neither skip nor re-read input
         metadata[CHECKPOINT_FIELD] = checkpoints
@@ -173,8 +176,9 @@ def log_commit(version: int | None, figures: Mapping[str, Any]) -> None:
 def _table_to_commit_to(
     ctx: RunContext, snapshot: TableSnapshot | None, schema: SchemaPlan
 ) -> tuple[TableSnapshot, tuple[str, ...]]:
-    """The table, created by the run's first commit; with the batch's new columns added
-    (a re-merge after another writer's commit may find them added already)."""
+    """The table, created by the run's first commit; with the batch's schema changes made
+    (new columns and fields, widened types) and listed (a re-merge after another writer's
+    commit finds them made already)."""
     target = ctx.target
     if snapshot is None:
         features = TableFeaturesWanted(
@@ -187,11 +191,18 @@ def _table_to_commit_to(
         return created, ()
     if target.change_data_feed and not snapshot.has_change_feed:
         snapshot = enable_change_feed(snapshot)
-    have = set(snapshot.arrow_schema().names)
-    missing = [f for f in schema.new_columns if f.name not in have]
-    if missing:
-        add_columns(snapshot.table, missing)
-    return snapshot, tuple(f.name for f in missing)
+    if not schema.changes or _has_schema(snapshot, schema):
+        return snapshot, ()
+    return evolve_schema(snapshot, schema), tuple(c.describe() for c in schema.changes)
+
+
+def _has_schema(snapshot: TableSnapshot, schema: SchemaPlan) -> bool:
+    """The table has the run's schema already (a re-merge after the run changed it)."""
+    table = snapshot.arrow_schema()
+    return all(
+        f.name in table.names and delta_type(table.field(f.name).type) == delta_type(f.type)
+        for f in schema.file_schema
+    )
 
 
 def commit_checkpoints_only(ctx: RunContext, snapshot: TableSnapshot, inputs: Inputs) -> int:
@@ -234,11 +245,17 @@ def checkpoint_guard(
 
 def refuse_new_columns(latest: TableSnapshot, schema: SchemaPlan) -> None:
     """A re-merge rewrites the other writer's rows with this run's columns: if it added
-    columns meanwhile, their values would be lost, so the run stops instead."""
-    added = [n for n in latest.arrow_schema().names if n not in schema.file_schema.names]
+    columns or changed types meanwhile, their values would be lost or not fit, so the run
+    stops instead."""
+    ours = schema.file_schema
+    added = [
+        f.name
+        for f in latest.arrow_schema()
+        if f.name not in ours.names or delta_type(ours.field(f.name).type) != delta_type(f.type)
+    ]
     if added:
         raise CommitConflictError(
-            f"another writer committed version {latest.version} with new column(s) "
-            f"{', '.join(added)} in buckets this run rewrites; nothing of this run was "
-            "committed: run it again (its input must then have those columns)"
+            f"another writer committed version {latest.version} with new or changed "
+            f"column(s) {', '.join(added)} in buckets this run rewrites; nothing of this run "
+            "was committed: run it again (its input must then have those columns)"
         )

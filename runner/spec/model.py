@@ -14,6 +14,7 @@ from typing import Literal
 Operation = Literal["upsert", "insert", "bulk_insert", "delete"]
 TableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
 BulkInsertSort = Literal["none", "by_key"]  # target.bulk_insert_sort
+SchemaEvolution = Literal["add", "widen", "none"]  # target.schema_evolution
 MergeMode = Literal[
     "event_time", "commit_time", "partial_update", "overwrite_non_defaults", "custom"
 ]
@@ -243,6 +244,7 @@ class Target:
     bulk_insert_sort: BulkInsertSort = "none"  # by_key: buckets shuffled, written in sorted groups
     change_data_feed: bool = False  # the table keeps Delta's change data feed
     skip_unchanged: bool = True  # a row equal to its stored row is neither written nor counted
+    schema_evolution: SchemaEvolution = "add"  # what an input's schema may change in the table's
     cleaning: CleaningSpec = field(default_factory=CleaningSpec)
     compaction: CompactionSpec = field(default_factory=CompactionSpec)
     commit_retries: int = 3  # re-merges after another writer changed the same buckets

@@ -67,6 +67,7 @@ class StoredBucket:
         """The `columns` of the live rows of `files` (every column too, when `whole`), and
         which of them hold one of `batch_keys`: one hash lookup per stored key."""
         tables, file_of, positions, deleted = [], [], [], []
+        key_schema = pa.schema([task.file_schema.field(c) for c in columns])
         read_whole: list[pa.Table] | None = [] if whole else None
         for index, f in enumerate(files):
             parquet = pq.ParquetFile(f"{task.root}/{f.path}", filesystem=task.fs)
@@ -83,7 +84,8 @@ class StoredBucket:
                 live = np.ones(table.num_rows, dtype=bool)
                 live[gone.astype(np.int64)] = False
                 table, where = table.filter(pa.array(live)), where[live]
-            tables.append(table.select(columns))
+            # in the table's types: a file written before a widening holds the narrower one
+            tables.append(conform(table.select(columns), key_schema))
             file_of.append(np.full(len(where), index, dtype=np.int32))
             positions.append(where)
             deleted.append(gone)

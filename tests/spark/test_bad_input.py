@@ -468,7 +468,7 @@ def test_a_column_whose_name_changed_case_is_named_with_both_spellings(spark, tm
 
     assert "lacks column(s) the table at" in str(refused.value)
     assert (
-        "Amount (\"double\") (did you mean 'amount'? names differ only in case: select "
+        "Amount (double) (did you mean 'amount'? names differ only in case: select "
         "amount AS Amount)"
     ) in str(refused.value)
     assert file_bytes(tmp_path / "table") == before
