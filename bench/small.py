@@ -8,7 +8,8 @@ is a fresh process, as `runner run SPEC` is on a laptop or in a pod:
 
 1. the floor: a Python process that starts a local[2] SparkSession, runs one tiny job
    (`spark.range(10).count()`) and stops it; and the same with the runner's Java
-   class-data archive (runner/java_cds.py), the floor the runner lowers for itself;
+   class-data archive (runner/java_cds.py) and with the quick JIT a small run's JVM gets
+   (runner/session.py jit_option): the floor the runner lowers for itself;
 2. the quickstart: `runner pipelines/quickstart.yaml` (420 rows into a new table) and
    `runner pipelines/quickstart_corrections.yaml` (6 rows upserted into it);
 3. a 1,000-row upsert into a --rows table (loaded untimed, by one bulk_insert process).
@@ -35,6 +36,7 @@ import pyarrow.parquet as pq
 
 from bench.write import make_rows, runner_process, spec_file, write_source
 from runner.java_cds import QUIET, archive_path, java_binary
+from runner.session import QUICK_JIT
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("start", "plan", "keys", "write", "commit")
@@ -66,13 +68,20 @@ def run_small_benchmarks(work: Path, rows: int, repeats: int) -> list[dict]:
     results.append(_result("quickstart corrections, 6 rows upserted", corrections, floor))
     results.append(_upsert_into(work, rows, repeats, floor))
     archive = _archive()  # written by the runs above, unless RUNNER_JAVA_CDS=0
+    lowered = {"the quick JIT (C1)": QUICK_JIT}
     if archive is not None:
-        options = f"-XX:SharedArchiveFile={archive} {QUIET}"
-        lowered = statistics.median(_floor_seconds(options) for _ in range(repeats))
+        cds = f"-XX:SharedArchiveFile={archive} {QUIET}"
+        lowered = {
+            "the class-data archive": cds,
+            "the class-data archive and the quick JIT (C1), as a small run starts": (
+                f"{cds} {QUICK_JIT}"
+            ),
+        }
+    for what, options in lowered.items():
         results.append(
             {
-                "scenario": "floor with the runner's Java class-data archive (whole process)",
-                "runner_s": lowered,
+                "scenario": f"floor with {what} (whole process)",
+                "runner_s": statistics.median(_floor_seconds(options) for _ in range(repeats)),
                 "peers": {"floor: SparkSession start, one tiny job, stop": floor},
             }
         )

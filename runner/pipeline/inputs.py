@@ -7,6 +7,7 @@ Kafka source once the driver has asked the brokers (through the client Spark loa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,12 +18,20 @@ from runner import s3_connector
 from runner.delta.snapshot import TableSnapshot
 from runner.pipeline.context import RunContext
 from runner.services.expand import automatic, table_reading_jars
-from runner.session import spark_session, under_spark_submit
+from runner.session import SMALL_INPUT_BYTES, spark_session, under_spark_submit
 from runner.sources.checkpoint import Origin, StartingPoints, starting_points
 from runner.sources.jdbc import driver_jars
+from runner.sources.listing import local_bytes
 from runner.sources.model import SourcePlan
-from runner.sources.plan import nothing_new, plan_live_reads, plan_sources, sources_on_s3
+from runner.sources.plan import (
+    FILE_FORMATS,
+    nothing_new,
+    plan_live_reads,
+    plan_sources,
+    sources_on_s3,
+)
 from runner.spark_connectors import connector_jars
+from runner.spec.model import Target
 
 log = structlog.get_logger(__name__)
 
@@ -78,13 +87,15 @@ def plan_inputs(
     if nothing_new(list(plans)):
         return Inputs(points, plans, None, given)
     with ctx.stage("start"):
-        spark = _start_spark(ctx, spark)
+        spark = _start_spark(ctx, spark, plans)
     with ctx.stage("sources"):
         plans = tuple(plan_live_reads(spark, list(plans)))
     return Inputs(points, plans, spark, given)
 
 
-def _start_spark(ctx: RunContext, spark: SparkSession | None) -> SparkSession:
+def _start_spark(
+    ctx: RunContext, spark: SparkSession | None, plans: tuple[SourcePlan, ...]
+) -> SparkSession:
     """The session with the jars this run needs: JDBC drivers, the S3 connector, and the
     Delta reader an automatic expansion uses (or the caller's, set up for S3 the same way)."""
     spec = ctx.spec
@@ -95,7 +106,23 @@ def _start_spark(ctx: RunContext, spark: SparkSession | None) -> SparkSession:
     if automatic(ctx.target):
         jars += table_reading_jars(ctx.table)
     jars += connector_jars(spec.sources, under_spark_submit())
-    spark = spark or spark_session(spec.spark, spec.name, jars=list(dict.fromkeys(jars)))
+    spark = spark or spark_session(
+        spec.spark, spec.name, list(dict.fromkeys(jars)), small_input(ctx.target, plans)
+    )
     if on_s3:
         s3_connector.enable(spark, on_s3[1].settings, on_s3[0])
     return spark
+
+
+def small_input(target: Target, plans: Sequence[SourcePlan]) -> bool:
+    """The run's Spark jobs are known to be small before Spark starts: local files of at
+    most SMALL_INPUT_BYTES, merged on the driver, no automatic expansion (a job over the
+    whole table) after the commit."""
+    if target.driver_merge.max_rows == 0 or automatic(target):
+        return False
+    paths: list[str] = []
+    for plan in plans:
+        if plan.source.format not in FILE_FORMATS:
+            return False
+        paths += plan.paths if plan.paths is not None else [plan.source.path]
+    return local_bytes(paths, SMALL_INPUT_BYTES) is not None

@@ -244,7 +244,7 @@ def _merge(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Committed]:
             quarantine_skipped(ctx, run.skipped)
             remerge = Remerge(ctx, run.inputs, merge, plan, results)
             if ctx.options.dry_run:  # counted; the scratch files go with the run
-                return remerge.figures(verdicts), Committed(None, ())
+                return remerge.figures(verdicts), _dry_run(batch)
             with ctx.stage("commit"):
                 prepared = prepare_commit(
                     ctx,
@@ -263,6 +263,11 @@ def _merge(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Committed]:
         except BaseException:
             remove_uncommitted(run.spark, ctx.table, ctx.instant)
             raise
+
+
+def _dry_run(batch: Batch) -> Committed:
+    """Nothing committed; the summary lists the schema changes a run would make."""
+    return Committed(None, tuple(c.describe() for c in batch.schema.changes))
 
 
 def _bulk_insert(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Committed]:
@@ -295,7 +300,7 @@ def _bulk_insert(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Commit
                 "rows_from": rows_from,
             }
             if ctx.options.dry_run:
-                return figures, Committed(None, ())
+                return figures, _dry_run(batch)
             with ctx.stage("commit"):
                 prepared = prepare_commit(
                     ctx, snapshot, batch.schema, run.inputs, Written(tuple(files), {}), figures

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow.fs as pafs
 
 from runner.errors import UserError
-from runner.storage.location import S3_SCHEMES, locate, scheme
+from runner.storage.location import S3_SCHEMES, is_local, locate, scheme
 
 
 @dataclass(frozen=True)
@@ -123,3 +124,26 @@ def _full(uri: str, path: str) -> str:
     if "://" in uri:
         return f"{uri.split('://', 1)[0]}://{path}"
     return path
+
+
+def local_bytes(paths: list[str], limit: int) -> int | None:
+    """The bytes of the local files at `paths` (files, or directories walked), or None once
+    they pass `limit` or a path is not on the local disk: what a run can know of its input's
+    size before Spark starts, stopping as soon as the input is not small."""
+    total = 0
+    for path in paths:
+        if not is_local(path):
+            return None
+        for name in _files_under(path.removeprefix("file://")):
+            total += os.path.getsize(name)
+            if total > limit:
+                return None
+    return total
+
+
+def _files_under(path: str) -> Iterator[str]:
+    if os.path.isfile(path):
+        yield path
+    for root, _, names in os.walk(path):
+        for name in names:
+            yield os.path.join(root, name)
