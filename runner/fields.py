@@ -3,9 +3,11 @@ dotted, nested) input field, in one place below both."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DataType, StructType, TimestampNTZType, TimestampType
 
 from runner.errors import UserError
 from runner.spec.model import PipelineSpec
@@ -57,6 +59,52 @@ def field_value(name: str) -> Column:
     return F.col(".".join(f"`{p}`" for p in name.split(".")))
 
 
+def field_type(schema: StructType, name: str) -> DataType:
+    """The type of a (possibly dotted, nested) field of `schema` (checked to exist)."""
+    current: DataType = schema
+    for part in name.split("."):
+        assert isinstance(current, StructType)
+        current = current[part].dataType
+    return current
+
+
 def field_string(name: str) -> Column:
-    """The string form of a field value (Hudi stringifies values with toString())."""
+    """The string form of a field value as Spark casts it (FieldStrings knows timestamps)."""
     return field_value(name).cast("string")
+
+
+@dataclass(frozen=True)
+class FieldStrings:
+    """The strings a batch's field values become in record keys, partition paths and the
+    bucket hash: one form for all three, so a key read back hashes to its bucket.
+
+    Hudi stringifies the value its Avro conversion gives (toString()), which Spark's cast
+    matches except for timestamps: `timestamp` and `timestamp_ntz` values are their epoch
+    microseconds (`1483005240000000`), as Hudi's insert and upsert write them, unless
+    `logical_timestamps` (Hudi's keygenerator.consistent.logical.timestamp.enabled) renders
+    a `timestamp` as java.sql.Timestamp prints it (`2016-12-29 09:54:00.0`, in the session
+    time zone where Hudi uses the JVM's). Without a schema every value is Spark's cast.
+    """
+
+    schema: StructType | None = None
+    logical_timestamps: bool = False
+
+    def __call__(self, name: str) -> Column:
+        value = field_value(name)
+        data_type = field_type(self.schema, name) if self.schema is not None else None
+        if isinstance(data_type, TimestampType):
+            if self.logical_timestamps:
+                text = value.cast("string")  # the fraction without trailing zeros, as Java
+                return F.when(text.contains("."), text).otherwise(F.concat(text, F.lit(".0")))
+            return F.unix_micros(value).cast("string")
+        if isinstance(data_type, TimestampNTZType):
+            return epoch_micros_ntz(value).cast("string")
+        return value.cast("string")
+
+
+CAST_STRINGS = FieldStrings()  # every value as Spark casts it: no schema at hand
+
+
+def epoch_micros_ntz(value: Column) -> Column:
+    """Microseconds from 1970-01-01 00:00 to a TIMESTAMP_NTZ wall time (no time zone)."""
+    return F.timestamp_diff("MICROSECOND", F.expr("TIMESTAMP_NTZ'1970-01-01 00:00:00'"), value)

@@ -2,7 +2,7 @@
 
 The writers compute a row's bucket in Spark as pmod(hash(string(f1), ..., string(fk)), N)
 over the index hash fields (runner/index/bucket.py), and its record key from the very same
-string forms (runner/keygen/common.py, field_string): a one-field key is the value itself;
+string forms (runner/fields.py, FieldStrings): a one-field key is the value itself;
 a composite key is Hudi's `f1:v1,f2:v2`, a null value written `__null__` (the hash skips a
 null) and an empty one `__empty__`. The writer refuses a value that would make this
 ambiguous (one holding `,f2:` or equal to a placeholder), so the hash fields' strings read

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import pyarrow as pa
+
+from runner.delta.snapshot import TableSnapshot
 from runner.errors import TableMismatchError
 from runner.index.layout import LAYOUT_KEYS, BucketLayout
 from runner.index.string_hash import HASH_FUNCTION
@@ -16,6 +19,8 @@ from runner.spec.model import Target
 
 FORMAT_VERSION = "1"
 PREFIX = "runner."
+# Stored by every table written since the runner renders timestamp fields as Hudi does.
+TIMESTAMP_TEXT_KEY = "runner.keygen.consistent.logical.timestamp"
 
 
 def table_settings(target: Target) -> dict[str, str]:
@@ -66,8 +71,45 @@ def _bucket_problem(target: Target, stored: Mapping[str, str]) -> str | None:
     )
 
 
-def check_table_settings(spec_path: str, target: Target, stored: Mapping[str, str]) -> None:
+def _timestamp_text_problem(target: Target, snapshot: TableSnapshot) -> str | None:
+    """A table written before the runner followed Hudi's text for timestamp fields (epoch
+    microseconds; it wrote Spark's `2016-12-29 09:54:00` before) holds keys, partition
+    paths and buckets of its timestamp fields in the old text: this run would write the same
+    records under other keys, beside the stored ones, so it stops instead."""
+    if TIMESTAMP_TEXT_KEY in snapshot.configuration:
+        return None
+    generator = build_key_generator(target.key_generator)
+    fields = dict.fromkeys([*generator.input_fields(), *target.index.hash_fields])
+    schema = snapshot.arrow_schema()
+    stamped = [f for f in fields if _is_timestamp(schema, f)]
+    if not stamped:
+        return None
+    return (
+        f"  timestamp field(s) {', '.join(stamped)}: the table was written by an earlier "
+        "runner, which put them in keys, partition paths and buckets as Spark's text "
+        "(2016-12-29 09:54:00) where Hudi and this runner write epoch microseconds -> "
+        "load the table again into a new target.path (or keep the earlier runner for it); "
+        "writing it on would store each record a second time under a new key"
+    )
+
+
+def _is_timestamp(schema: pa.Schema, name: str) -> bool:
+    """A (possibly dotted) field of the table holds timestamps (with or without zone)."""
+    fields: pa.Schema | pa.StructType = schema
+    data_type: pa.DataType | None = None
+    for part in name.split("."):
+        index = fields.get_field_index(part)
+        if index < 0:
+            return False
+        data_type = fields.field(index).type
+        if pa.types.is_struct(data_type):
+            fields = data_type
+    return data_type is not None and pa.types.is_timestamp(data_type)
+
+
+def check_table_settings(spec_path: str, target: Target, snapshot: TableSnapshot) -> None:
     """Raise TableMismatchError listing every setting where the spec and the table differ."""
+    stored = snapshot.configuration
     wanted = table_settings(target)
     if stored.get("runner.format.version") is None:
         raise TableMismatchError(
@@ -84,9 +126,9 @@ def check_table_settings(spec_path: str, target: Target, stored: Mapping[str, st
                 "a table keeps the settings it was created with; write to a new "
                 "target.path to change it"
             )
-    bucket_problem = _bucket_problem(target, stored)
-    if bucket_problem:
-        lines.append(bucket_problem)
+    for problem in (_bucket_problem(target, stored), _timestamp_text_problem(target, snapshot)):
+        if problem:
+            lines.append(problem)
     if lines:
         raise TableMismatchError(
             f"the spec disagrees with the table at {target.path}:\n" + "\n".join(lines)

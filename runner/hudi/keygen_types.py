@@ -13,7 +13,9 @@ HUDI_PACKAGE = "org.apache.hudi.keygen."
 NULL_PLACEHOLDER = "__null__"
 EMPTY_PLACEHOLDER = "__empty__"
 
-PartitionFields = Literal["none", "one", "several", "typed"]  # typed: CUSTOM's field:TYPE
+# several: any number, none giving the path "" (as Hudi's ComplexKeyGenerator writes it);
+# typed: CUSTOM's field:TYPE
+PartitionFields = Literal["none", "one", "several", "typed"]
 
 
 @dataclass(frozen=True)

@@ -196,9 +196,12 @@ def _read_kind(reading: _Reading) -> None:
 
 
 def _read_flags(reading: _Reading) -> None:
-    """Hive-style and URL-encoded partition paths; the consistent logical timestamp, only
-    off."""
-    for prop, key in ((HIVE_STYLE, "hive_style_partitioning"), (URL_ENCODE, "url_encode")):
+    """Hive-style and URL-encoded partition paths; how timestamp fields become text."""
+    for prop, key in (
+        (HIVE_STYLE, "hive_style_partitioning"),
+        (URL_ENCODE, "url_encode"),
+        (CONSISTENT_TIMESTAMP, "consistent_logical_timestamp"),
+    ):
         value = reading.text(prop)
         if value is None:
             continue
@@ -207,18 +210,6 @@ def _read_flags(reading: _Reading) -> None:
             reading.problems.append((prop, f"expected true or false, got {value!r}"))
         else:
             reading.out[key] = Sourced(flag, prop)
-    consistent = reading.text(CONSISTENT_TIMESTAMP)
-    if consistent is not None and _bool(consistent) is not False:
-        reading.problems.append(
-            (
-                CONSISTENT_TIMESTAMP,
-                "only false (Hudi's default) is supported: runner renders timestamp-typed key "
-                "and partition fields as Spark casts them to string (2016-12-29 09:54:00), "
-                "not as java.sql.Timestamp (2016-12-29 09:54:00.0); format the column in the "
-                "transform (date_format) to the text you need, or use the TIMESTAMP "
-                "generator for partition paths",
-            )
-        )
 
 
 def _check_parsers(reading: _Reading) -> None:

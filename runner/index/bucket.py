@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from runner.fields import field_string
+from runner.fields import CAST_STRINGS, FieldStrings, field_string
 from runner.index.layout import BucketLayout
 from runner.index.string_hash import HASH_FUNCTION as HASH_FUNCTION  # its home: no pyspark
 
@@ -21,13 +21,17 @@ def bucket_column(hash_fields: tuple[str, ...], buckets: int) -> Column:
 
 
 def layout_bucket_column(
-    hash_fields: tuple[str, ...], layout: BucketLayout, partition_path: Column
+    hash_fields: tuple[str, ...],
+    layout: BucketLayout,
+    partition_path: Column,
+    strings: FieldStrings = CAST_STRINGS,
 ) -> Column:
     """The bucket of each row by the table's layout, as native expressions (no UDF): the
     row's partition path picks its count from a map literal, and in a partition with split
     buckets, one CASE branch per modulus of its split buckets tests whether pmod(h, modulus)
-    is one of them (the leaves are disjoint: at most one branch matches)."""
-    hashed = F.hash(*[field_string(f) for f in hash_fields])
+    is one of them (the leaves are disjoint: at most one branch matches). `strings` is the
+    key generator's FieldStrings: the hash reads the text the record key holds."""
+    hashed = F.hash(*[strings(f) for f in hash_fields])
     counts = layout.partitions
     if all(n == layout.default for n in counts.values()):  # no per-row lookup of the partition
         count = F.lit(layout.default)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column
 from pyspark.sql.types import StructType
 
+from runner.fields import FieldStrings
 from runner.hudi.keygen_types import KEY_GENERATORS
 from runner.spec.model import KeyGenSpec
 
@@ -39,6 +40,11 @@ class KeyGenerator(ABC):
     def columns(self, schema: StructType) -> KeyColumns:
         """Column expressions over a DataFrame with this schema."""
 
+    def strings(self, schema: StructType) -> FieldStrings:
+        """How this generator's field values become text, over a DataFrame with `schema`
+        (the bucket hash reads the same text: runner.pipeline.key_columns)."""
+        return FieldStrings(schema, self.spec.consistent_logical_timestamp)
+
     def settings(self) -> dict[str, str]:
         """Every setting that changes record keys or partition paths, as stable strings.
 
@@ -58,6 +64,9 @@ class KeyGenerator(ABC):
             "runner.keygen.partition.fields": ",".join(parts),
             "runner.keygen.hive.style": str(spec.hive_style_partitioning).lower(),
             "runner.keygen.url.encode": str(spec.url_encode).lower(),
+            "runner.keygen.consistent.logical.timestamp": str(
+                spec.consistent_logical_timestamp
+            ).lower(),
         }
         described = KEY_GENERATORS.get(spec.type)
         if described and described.field_prefixed_keys:

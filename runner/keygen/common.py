@@ -2,7 +2,9 @@
 
 Constants and encodings follow Hudi's KeyGenUtils and PartitionPathEncodeUtils (see
 docs/keygen.md): `__null__`/`__empty__` placeholders inside composite keys, the default
-partition `__HIVE_DEFAULT_PARTITION__`, and Hive's path escaping for url_encode.
+partition `__HIVE_DEFAULT_PARTITION__`, and Hive's path escaping for url_encode. Each takes
+the FieldStrings that turns field values into text (runner/fields.py); the default, Spark's
+cast, differs from Hudi only for timestamps.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from functools import reduce
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from runner.fields import field_string
+from runner.fields import CAST_STRINGS, FieldStrings, field_value
 from runner.hudi.keygen_types import EMPTY_PLACEHOLDER, NULL_PLACEHOLDER
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -38,9 +40,9 @@ def is_null_or_empty(value: Column) -> Column:
     return value.isNull() | (value == F.lit(""))
 
 
-def simple_record_key(name: str) -> tuple[Column, Column]:
+def simple_record_key(name: str, strings: FieldStrings = CAST_STRINGS) -> tuple[Column, Column]:
     """Single-field encoding: the value as is; null or empty is an error (Hudi's message)."""
-    value = field_string(name)
+    value = strings(name)
     bad = is_null_or_empty(value)
     shown = F.coalesce(value, F.lit("null"))
     error = F.when(
@@ -54,7 +56,9 @@ def simple_record_key(name: str) -> tuple[Column, Column]:
     return F.when(~bad, value), error
 
 
-def complex_record_key(names: tuple[str, ...]) -> tuple[Column, Column]:
+def complex_record_key(
+    names: tuple[str, ...], strings: FieldStrings = CAST_STRINGS
+) -> tuple[Column, Column]:
     """List encoding `f1:v1,f2:v2`; null/empty parts become placeholders; all-empty is an error.
 
     The encoding is Hudi's, and it is ambiguous: `a="x,b:1", b="2"` and `a="x", b="1,b:2"`
@@ -62,7 +66,7 @@ def complex_record_key(names: tuple[str, ...]) -> tuple[Column, Column]:
     is a key error (quarantined or failing the run), never a silently shared key."""
     parts = []
     for name in names:
-        value = field_string(name)
+        value = strings(name)
         encoded = (
             F.when(value.isNull(), F.lit(NULL_PLACEHOLDER))
             .when(value == F.lit(""), F.lit(EMPTY_PLACEHOLDER))
@@ -70,8 +74,9 @@ def complex_record_key(names: tuple[str, ...]) -> tuple[Column, Column]:
         )
         parts.append(F.concat(F.lit(f"{name}:"), encoded))
     key = F.concat_ws(",", *parts)
-    all_bad = reduce(lambda a, b: a & b, [is_null_or_empty(field_string(n)) for n in names])
+    all_bad = reduce(lambda a, b: a & b, [is_null_or_empty(strings(n)) for n in names])
     error = F.coalesce(
+        *[_missing(name) for name in names if "." in name],
         F.when(
             all_bad,
             F.concat(
@@ -80,15 +85,26 @@ def complex_record_key(names: tuple[str, ...]) -> tuple[Column, Column]:
                 F.lit(f'" for fields: [{", ".join(names)}] cannot be entirely null or empty.'),
             ),
         ),
-        *[_ambiguous_part(name, names) for name in names],
+        *[_ambiguous_part(name, names, strings) for name in names],
     )
     return F.when(error.isNull(), key), error
 
 
-def _ambiguous_part(name: str, names: tuple[str, ...]) -> Column:
+def _missing(name: str) -> Column:
+    """Hudi's error for a dotted field of a composite key with a null struct on the way: its
+    insert and upsert look such a field up strictly (its bulk_insert writes `__null__`)."""
+    parts = name.split(".")
+    on_the_way = [field_value(".".join(parts[:i])).isNull() for i in range(1, len(parts))]
+    return F.when(
+        reduce(lambda a, b: a | b, on_the_way),
+        F.lit(f"Record key field '{name}' does not exist in the input record"),
+    )
+
+
+def _ambiguous_part(name: str, names: tuple[str, ...], strings: FieldStrings) -> Column:
     """The reason a field's value would make the composite key ambiguous, else null: it
     holds the separator before a later field (`,f2:`), or equals a placeholder."""
-    value = field_string(name)
+    value = strings(name)
     reasons = [
         F.when(
             value.contains(separator),
@@ -114,9 +130,11 @@ def _ambiguous_part(name: str, names: tuple[str, ...]) -> Column:
     return F.coalesce(*reasons)
 
 
-def partition_part(name: str, hive_style: bool, url_encode: bool) -> Column:
+def partition_part(
+    name: str, hive_style: bool, url_encode: bool, strings: FieldStrings = CAST_STRINGS
+) -> Column:
     """One partition path part: default partition for null/empty, escaping, hive prefix."""
-    value = field_string(name)
+    value = strings(name)
     encoded = escape_path_name(value) if url_encode else value
     part = F.when(is_null_or_empty(value), F.lit(DEFAULT_PARTITION)).otherwise(encoded)
     return F.concat(F.lit(f"{name}="), part) if hive_style else part

@@ -20,13 +20,14 @@ from runner.keygen.common import (
 
 class ComplexKeyGenerator(KeyGenerator):
     def columns(self, schema: StructType) -> KeyColumns:
-        spec = self.spec
+        spec, strings = self.spec, self.strings(schema)
         if len(spec.record_key) == 1 and spec.complex_encoding == "VALUE_ONLY":
-            key, error = simple_record_key(spec.record_key[0])
+            key, error = simple_record_key(spec.record_key[0], strings)
         else:
-            key, error = complex_record_key(spec.record_key)
+            key, error = complex_record_key(spec.record_key, strings)
+        # no partition field: the path is "", as Hudi writes it (a non-partitioned table)
         parts = [
-            partition_part(f, spec.hive_style_partitioning, spec.url_encode)
+            partition_part(f, spec.hive_style_partitioning, spec.url_encode, strings)
             for f in spec.partition_fields
         ]
         return KeyColumns(key, join_parts(parts), error)

@@ -25,10 +25,11 @@ from runner.keygen.timestamp import TimestampPart, timestamp_partition_part
 
 class CustomKeyGenerator(KeyGenerator):
     def columns(self, schema: StructType) -> KeyColumns:
-        spec = self.spec
-        fields = spec.record_key
+        spec, fields, strings = self.spec, self.spec.record_key, self.strings(schema)
         key, key_error = (
-            simple_record_key(fields[0]) if len(fields) == 1 else complex_record_key(fields)
+            simple_record_key(fields[0], strings)
+            if len(fields) == 1
+            else complex_record_key(fields, strings)
         )
         parts: list[Column] = []
         errors: list[Column] = [key_error]
@@ -36,7 +37,7 @@ class CustomKeyGenerator(KeyGenerator):
             if part_type == "TIMESTAMP":
                 assert spec.timestamp is not None, "validated: a TIMESTAMP part has settings"
                 path, error = timestamp_partition_part(
-                    TimestampPart(name, spec.timestamp),
+                    TimestampPart(name, spec.timestamp, spec.consistent_logical_timestamp),
                     schema,
                     spec.hive_style_partitioning,
                     spec.url_encode,
@@ -44,5 +45,7 @@ class CustomKeyGenerator(KeyGenerator):
                 parts.append(path)
                 errors.append(error)
             else:
-                parts.append(partition_part(name, spec.hive_style_partitioning, spec.url_encode))
+                parts.append(
+                    partition_part(name, spec.hive_style_partitioning, spec.url_encode, strings)
+                )
         return KeyColumns(key, join_parts(parts), reduce(lambda a, b: F.coalesce(a, b), errors))

@@ -12,5 +12,5 @@ from runner.keygen.common import complex_record_key
 
 class GlobalDeleteKeyGenerator(KeyGenerator):
     def columns(self, schema: StructType) -> KeyColumns:
-        key, error = complex_record_key(self.spec.record_key)
+        key, error = complex_record_key(self.spec.record_key, self.strings(schema))
         return KeyColumns(key, F.lit(""), error)

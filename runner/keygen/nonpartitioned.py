@@ -11,9 +11,9 @@ from runner.keygen.common import complex_record_key, simple_record_key
 
 class NonPartitionedKeyGenerator(KeyGenerator):
     def columns(self, schema: StructType) -> KeyColumns:
-        fields = self.spec.record_key
+        fields, strings = self.spec.record_key, self.strings(schema)
         if len(fields) == 1:
-            key, error = simple_record_key(fields[0])
+            key, error = simple_record_key(fields[0], strings)
         else:
-            key, error = complex_record_key(fields)
+            key, error = complex_record_key(fields, strings)
         return KeyColumns(key, F.lit(""), error)

@@ -10,10 +10,12 @@ from runner.keygen.common import partition_part, simple_record_key
 
 class SimpleKeyGenerator(KeyGenerator):
     def columns(self, schema: StructType) -> KeyColumns:
-        key, error = simple_record_key(self.spec.record_key[0])
+        strings = self.strings(schema)
+        key, error = simple_record_key(self.spec.record_key[0], strings)
         path = partition_part(
             self.spec.partition_fields[0],
             self.spec.hive_style_partitioning,
             self.spec.url_encode,
+            strings,
         )
         return KeyColumns(key, path, error)

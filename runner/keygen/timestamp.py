@@ -10,7 +10,10 @@ Hudi's rules kept (docs/keygen.md): a null value reads as 1 unit of the type (fo
 the epoch + 1 ms printed with the first input format); numbers are truncated toward zero and
 converted to milliseconds as java.util.concurrent.TimeUnit does (finer units truncate,
 coarser ones saturate); several input formats are tried in order and the first that reads
-the whole string wins; an unparseable value is an error, never a made-up partition.
+the whole string wins; an unparseable value is an error, never a made-up partition. A
+`timestamp` column is its epoch microseconds in the type's unit, as Hudi's insert and upsert
+read it, unless consistent_logical_timestamp makes it the instant it is; under DATE_STRING
+and MIXED a value of another type than string is an error, and its null Hudi's stand-in.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from pyspark.sql.types import (
 )
 
 from runner.errors import UserError
-from runner.fields import field_value
+from runner.fields import epoch_micros_ntz, field_type, field_value
 from runner.keygen.base import KeyColumns, KeyGenerator
 from runner.keygen.common import (
     DEFAULT_PARTITION,
@@ -70,14 +73,6 @@ _NUMBERS = (ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType, D
 def _epoch() -> Column:
     """1970-01-01 00:00 as TIMESTAMP_NTZ (a function: no Column before a session exists)."""
     return F.expr("TIMESTAMP_NTZ'1970-01-01 00:00:00'")
-
-
-def _field_type(schema: StructType, name: str) -> DataType:
-    current: DataType = schema
-    for part in name.split("."):
-        assert isinstance(current, StructType)
-        current = current[part].dataType
-    return current
 
 
 def _to_millis(value: Column, unit: str) -> Column:
@@ -116,25 +111,30 @@ def _convert(zone_from: str, zone_to: str, wall: Column) -> Column:
 
 
 class TimestampPart:
-    """One timestamp-formatted partition path part (used by TIMESTAMP and CUSTOM)."""
+    """One timestamp-formatted partition path part (used by TIMESTAMP and CUSTOM).
 
-    def __init__(self, name: str, settings: TimestampSpec):
+    `logical_timestamps` is Hudi's consistent.logical.timestamp.enabled: a `timestamp`
+    column is then read as the instant it is; without it (Hudi's default) as its epoch
+    microseconds in the type's unit, as Hudi's insert and upsert read it."""
+
+    def __init__(self, name: str, settings: TimestampSpec, logical_timestamps: bool = False):
         self.name = name
         self.ts = settings
+        self.logical_timestamps = logical_timestamps
         self.output_pattern = spark_format_pattern(settings.output_format)
 
     def columns(self, schema: StructType) -> tuple[Column, Column]:
         """(formatted value, error): the value before url-encoding and the hive prefix."""
-        data_type = _field_type(schema, self.name)
+        data_type = field_type(schema, self.name)
         value = field_value(self.name)
-        if self.ts.type in STRING_TYPES:
-            if not isinstance(data_type, StringType):
-                raise UserError(
-                    f"timestamp partition field '{self.name}' is {data_type.simpleString()}, "
-                    f"but timestamp type {self.ts.type} reads strings; use EPOCHMILLISECONDS, "
-                    "UNIX_TIMESTAMP, ... for numbers"
-                )
-            wall, utc = self._from_string(value)
+        instant = isinstance(data_type, TimestampType) and self.logical_timestamps
+        if instant:
+            # Hudi's Timestamp case: the epoch milliseconds, whatever the unit; a null reads
+            # as for any other type (1 unit, or the stand-in text)
+            wall, utc = None, F.when(value.isNull(), self._null_instant())
+            utc = utc.otherwise(_utc_of_instant(value))
+        elif self.ts.type in STRING_TYPES:
+            wall, utc = self._from_string(self._text(value, data_type))
         else:
             wall, utc = None, self._from_number(value, data_type)
         out_zone = self.ts.output_timezone or self.ts.input_timezone
@@ -146,18 +146,54 @@ class TimestampPart:
             F.concat(
                 F.lit("Unable to parse input partition field: "),
                 F.coalesce(value.cast("string"), F.lit("null")),
+                F.lit("" if instant else self._why(data_type)),
             ),
         )
         return formatted, error
 
+    def _why(self, data_type: DataType) -> str:
+        """What an error adds about a value of this type, where Hudi's reading surprises."""
+        flag = "set key_generator.consistent_logical_timestamp: true to read it as the instant"
+        if self.ts.type in STRING_TYPES and not isinstance(data_type, StringType):
+            why = f"; {self.ts.type} reads strings, not {data_type.simpleString()} (a null reads"
+            why += " as Hudi's stand-in text)"
+            return f"{why}; {flag}" if isinstance(data_type, TimestampType) else why
+        if isinstance(data_type, TimestampType | TimestampNTZType):
+            why = f"; a {data_type.simpleString()} is read as its epoch microseconds in the unit"
+            why += f" of {self.ts.type}, as Hudi does"
+            return f"{why}: {flag}" if isinstance(data_type, TimestampType) else why
+        return ""
+
+    def _text(self, value: Column, data_type: DataType) -> Column:
+        """The text a DATE_STRING/MIXED part parses: Hudi's stand-in for a null (or the
+        literal default partition); a value of another type than string is none (Hudi
+        fails such a record), and only its null reads as the stand-in."""
+        if isinstance(data_type, StringType):
+            missing = value.isNull() | (value == F.lit(DEFAULT_PARTITION))
+            return F.when(missing, self._null_text()).otherwise(value)
+        if isinstance(data_type, (*_NUMBERS, DateType, TimestampType, TimestampNTZType)):
+            return F.when(value.isNull(), self._null_text())
+        raise UserError(
+            f"timestamp partition field '{self.name}' is {data_type.simpleString()}, "
+            f"but timestamp type {self.ts.type} reads strings; use EPOCHMILLISECONDS, "
+            "UNIX_TIMESTAMP, ... for numbers"
+        )
+
+    def _unit(self) -> str:
+        return self.ts.scalar_time_unit if self.ts.type == "SCALAR" else _TYPE_UNIT[self.ts.type]
+
+    def _null_instant(self) -> Column:
+        """The UTC wall time Hudi reads a null as: 1 unit of the type, or the stand-in text."""
+        if self.ts.type in STRING_TYPES:
+            return self._from_string(self._null_text())[1]
+        return _from_millis(_to_millis(F.lit(1).cast("long"), self._unit()))
+
     def _from_number(self, value: Column, data_type: DataType) -> Column:
-        unit = self.ts.scalar_time_unit if self.ts.type == "SCALAR" else _TYPE_UNIT[self.ts.type]
         if isinstance(data_type, TimestampType):
-            # An instant: its epoch milliseconds, whatever the unit (Hudi's Timestamp case).
-            return _utc_of_instant(value)
-        if isinstance(data_type, TimestampNTZType):
-            return value
-        if isinstance(data_type, DateType):
+            number = F.unix_micros(value)  # Hudi's Avro form of a timestamp, in the unit
+        elif isinstance(data_type, TimestampNTZType):
+            number = epoch_micros_ntz(value)  # always the Avro form, whatever the flag
+        elif isinstance(data_type, DateType):
             number = F.datediff(value, F.lit("1970-01-01").cast("date")).cast("long")
         elif isinstance(data_type, _NUMBERS):
             # Doubles and decimals truncate toward zero (Java's longValue()).
@@ -169,7 +205,7 @@ class TimestampPart:
             )
         # Hudi reads a null value as 1 unit of the type.
         number = F.when(value.isNull(), F.lit(1).cast("long")).otherwise(number)
-        return _from_millis(_to_millis(number, unit))
+        return _from_millis(_to_millis(number, self._unit()))
 
     def _null_text(self) -> Column:
         """Hudi's stand-in for a null string: epoch + 1 ms printed with the first format, in
@@ -178,11 +214,8 @@ class TimestampPart:
         wall = _convert("UTC", zone, F.timestamp_add("MILLISECOND", F.lit(1), _epoch()))
         return F.date_format(wall, spark_format_pattern(self.ts.input_formats[0], zone))
 
-    def _from_string(self, value: Column) -> tuple[Column, Column]:
-        """(wall time as written, UTC wall time) of the first format that reads the string."""
-        text = F.when(
-            value.isNull() | (value == F.lit(DEFAULT_PARTITION)), self._null_text()
-        ).otherwise(value)
+    def _from_string(self, text: Column) -> tuple[Column, Column]:
+        """(wall time as written, UTC wall time) of the first format that reads the text."""
         in_zone = self.ts.input_timezone or "UTC"
         candidates = []
         for joda in self.ts.input_formats:
@@ -219,8 +252,10 @@ class TimestampBasedKeyGenerator(KeyGenerator):
     def columns(self, schema: StructType) -> KeyColumns:
         spec = self.spec
         assert spec.timestamp is not None, "validated: TIMESTAMP has timestamp settings"
-        key, key_error = simple_record_key(spec.record_key[0])
-        part = TimestampPart(spec.partition_fields[0], spec.timestamp)
+        key, key_error = simple_record_key(spec.record_key[0], self.strings(schema))
+        part = TimestampPart(
+            spec.partition_fields[0], spec.timestamp, spec.consistent_logical_timestamp
+        )
         path, path_error = timestamp_partition_part(
             part, schema, spec.hive_style_partitioning, spec.url_encode
         )

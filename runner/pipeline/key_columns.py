@@ -34,7 +34,8 @@ def add_key_columns(df: DataFrame, target: Target, layout: BucketLayout | None =
     cols = generator.columns(df.schema)
     error = F.coalesce(cols.error, unsafe_partition_path(cols.partition_path))
     layout = layout or BucketLayout(target.index.buckets)
-    bucket = layout_bucket_column(target.index.hash_fields, layout, cols.partition_path)
+    strings = generator.strings(df.schema)  # the hash reads the key's text of each field
+    bucket = layout_bucket_column(target.index.hash_fields, layout, cols.partition_path, strings)
     keyed = F.col(KEY_ERROR).isNull()
     # one withColumns, not three withColumn: each call is a plan analysis through py4j
     return df.withColumn(KEY_ERROR, error).withColumns(

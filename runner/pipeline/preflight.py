@@ -40,7 +40,7 @@ def preflight(ctx: RunContext) -> Preflight:
     if snapshot is None:
         check_new_table_location(ctx.table, "target.path")
         return Preflight(None, already_committed=False)
-    check_table_settings(ctx.spec.file, target, snapshot.configuration)
+    check_table_settings(ctx.spec.file, target, snapshot)
     app_id = ctx.app_id
     if app_id and snapshot.table.transaction_version(app_id) is not None:
         log.info("batch_already_committed", batch_id=ctx.options.batch_id)

@@ -199,7 +199,7 @@ def compact_table(
     snapshot = open_table(target.path)
     if snapshot is None:
         raise UserError(f"no table at {target.path} yet: run the pipeline first")
-    check_table_settings(spec.file, target, snapshot.configuration)
+    check_table_settings(spec.file, target, snapshot)
     limits = target.compaction if only_due else None
     buckets = plan_compaction(snapshot, partitions, limits, target.group_bytes)
     summary = CompactSummary(target.path, dry_run)

@@ -41,6 +41,7 @@ from runner.delta.spark_read import ROW_INDEX, SOURCE_FILE, read_files
 from runner.delta.table_config import check_table_settings
 from runner.delta.transaction import Commit, ExpansionRule, commit
 from runner.errors import RunnerError, UserError
+from runner.fields import FieldStrings
 from runner.index.bucket import layout_bucket_column
 from runner.index.layout import LAYOUT_KEYS
 from runner.index.naming import new_file_id, new_instant
@@ -282,7 +283,10 @@ def expansion_frame(
     else:
         rows = read_files(spark, snapshot, plan.files, positions=rehash)
     new_bucket = layout_bucket_column(
-        target.index.hash_fields, plan.layout_after, F.col(PARTITION_PATH)
+        target.index.hash_fields,
+        plan.layout_after,
+        F.col(PARTITION_PATH),
+        FieldStrings(rows.schema, target.key_generator.consistent_logical_timestamp),
     )
     if rehash:
         buckets = {(f.partition_path, f.bucket) for f in plan.files}
@@ -366,7 +370,7 @@ def expand_table(
     snapshot = open_table(target.path)
     if snapshot is None:
         raise UserError(f"no table at {target.path} yet: run the pipeline first")
-    check_table_settings(spec.file, target, snapshot.configuration)
+    check_table_settings(spec.file, target, snapshot)
     plan = plan_request(snapshot, target, request)
     log.info(
         "expansion_planned",

@@ -38,6 +38,7 @@ class SettingPicker:
             "hive_style_partitioning",
             "url_encode",
             "complex_encoding",
+            "consistent_logical_timestamp",
         ):
             if key in keygen:
                 self.structured[key] = (keygen[key], (*KG, key))

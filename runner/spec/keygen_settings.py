@@ -53,10 +53,12 @@ class _Picked:
     listed: bool  # partition fields given as a YAML list (a problem names the item)
     hive: Any
     url: Any
+    logical_timestamps: Any
     encoding: Any
     encoding_at: Path_ | None
     kg_type: str
     class_path: str | None
+    kind_at: Path_ | None  # where the type or class was given; None: inferred
 
     @property
     def parts_at(self) -> Path_:
@@ -91,6 +93,7 @@ def resolve_key_generator(target: Mapping[str, Any], report: Report) -> KeyGenSp
         hive_style_partitioning=bool(picked.hive),
         url_encode=bool(picked.url),
         complex_encoding=encoding,
+        consistent_logical_timestamp=bool(picked.logical_timestamps),
         partition_types=part_types,
         timestamp=timestamp,
         class_path=picked.class_path,
@@ -110,8 +113,9 @@ def _pick(merge: SettingPicker, problem: Report) -> _Picked:
     parts = field_list(pf_value)
     hive, _ = merge.pick("hive_style_partitioning")
     url, _ = merge.pick("url_encode")
+    logical_timestamps, _ = merge.pick("consistent_logical_timestamp")
     encoding, encoding_at = merge.pick("complex_encoding", lambda v: str(v).upper())
-    kind, _ = merge.pick("kind", lambda k: (k[0], str(k[1]).upper()))
+    kind, kind_at = merge.pick("kind", lambda k: (k[0], str(k[1]).upper()))
     class_path = kind[1] if kind and kind[0] == "class" else None
     if kind and kind[0] == "type":
         kg_type = str(kind[1]).upper()
@@ -127,10 +131,12 @@ def _pick(merge: SettingPicker, problem: Report) -> _Picked:
         listed=isinstance(pf_value, list),
         hive=hive,
         url=url,
+        logical_timestamps=logical_timestamps,
         encoding=encoding,
         encoding_at=encoding_at,
         kg_type=kg_type,
         class_path=class_path,
+        kind_at=kind_at,
     )
 
 
@@ -171,7 +177,8 @@ def _partition_parts(
 
 
 def _check_field_counts(picked: _Picked, described: KeyGenType | None, problem: Report) -> None:
-    """The number of record key and partition fields the generator takes."""
+    """The number of record key and partition fields the generator takes (COMPLEX: any,
+    none giving the empty path)."""
     kg_type, parts = picked.kg_type, picked.parts
     if described and described.one_key_field and len(picked.record_key) > 1:
         problem(
@@ -185,11 +192,16 @@ def _check_field_counts(picked: _Picked, described: KeyGenType | None, problem: 
             f"key generator {kg_type} takes exactly one partition field, got "
             f"{len(parts)}; use COMPLEX or CUSTOM for several, NON_PARTITIONED for none",
         )
-    if described and described.partition_fields == "several" and not parts:
+    # Hudi's ComplexKeyGenerator takes "" (the empty path) but refuses a missing property;
+    # the spec's own `type: COMPLEX` without partition_fields means the empty path
+    named_in_props = bool(picked.kind_at and picked.kind_at[:2] == PROPS)
+    several = bool(described and described.partition_fields == "several")
+    if several and named_in_props and picked.parts_given_at is None:
         problem(
-            picked.parts_at,
-            f"key generator {kg_type} needs at least one partition field (Hudi refuses it "
-            "without); use NON_PARTITIONED or GLOBAL_DELETE for a table without partitions",
+            picked.kind_at or PROPS,
+            f"{hudi_props.PARTITION_PATH} is not set, and Hudi's {kg_type} key generator "
+            "refuses to start without it: name at least one partition field, or set it "
+            'to "" for the empty partition path of a table without partitions',
         )
 
 

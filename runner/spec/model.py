@@ -125,6 +125,8 @@ class KeyGenSpec:
     hive_style_partitioning: bool = False
     url_encode: bool = False
     complex_encoding: ComplexEncoding = "FIELD_PREFIXED"  # a one-field COMPLEX key
+    # Hudi's keygenerator.consistent.logical.timestamp.enabled (runner/fields.py FieldStrings)
+    consistent_logical_timestamp: bool = False
     partition_types: tuple[str, ...] = ()
     timestamp: TimestampSpec | None = None
     class_path: str | None = None  # package.module:ClassName of a user's generator

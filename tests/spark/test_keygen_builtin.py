@@ -154,3 +154,70 @@ def test_a_composite_key_value_that_would_render_another_records_key_is_an_error
     assert 'field "b" is "__empty__", the placeholder of an empty value' in out[3]["error"]
     assert out[4]["record_key"] == "a:x,y,b:b:z"
     assert out[5]["record_key"] == "a:__null__,b:4"
+
+
+def test_complex_without_a_partition_field_writes_the_empty_path(spark, tmp_path):
+    """As Hudi's ComplexKeyGenerator with an empty partition path field: a table of one
+    partition, "", as NON_PARTITIONED writes it."""
+    out = _keys(spark, tmp_path, {"type": "COMPLEX"}, ["id", "n"], [{"id": "a", "n": None}])
+    assert (out[0]["record_key"], out[0]["partition_path"]) == ("id:a,n:__null__", "")
+
+
+def test_a_null_struct_on_the_way_to_a_composite_key_field_is_hudis_error(spark, tmp_path):
+    """Hudi's insert and upsert look a composite key's fields up strictly: `a.b` of a null
+    `a` does not exist (its bulk_insert writes `a.b:__null__`; docs/keygen-hudi.md)."""
+    out = _keys(
+        spark,
+        tmp_path,
+        {"type": "COMPLEX", "partition_fields": "a.c"},
+        ["a.b", "k"],
+        [{"a": None, "k": "y"}, {"a": {"b": None, "c": None}, "k": "z"}],
+        schema="a struct<b: string, c: string>, k string",
+    )
+    assert out[0] == {"error": "Record key field 'a.b' does not exist in the input record"}
+    assert (out[1]["record_key"], out[1]["partition_path"]) == (
+        "a.b:__null__,k:z",
+        "__HIVE_DEFAULT_PARTITION__",
+    )
+
+
+EVENTS = [
+    {"str": "abc", "at": "2014-01-01T23:00:01", "n": "2014-01-01T23:00:01"},
+    {"str": "def", "at": "2014-11-30T12:40:32.125", "n": "2014-11-30T12:40:32.125"},
+]
+
+
+@pytest.mark.parametrize(
+    ("logical", "keys"),
+    [
+        # Hudi's default: the epoch microseconds its insert and upsert write
+        (False, ["str:abc,at:1388617201000000", "str:def,at:1417351232125000"]),
+        # consistent logical timestamps: java.sql.Timestamp's text (Hudi's
+        # TestGenericRecordAndRowConsistency), in the session's time zone (UTC)
+        (True, ["str:abc,at:2014-01-01 23:00:01.0", "str:def,at:2014-11-30 12:40:32.125"]),
+    ],
+)
+def test_timestamp_key_fields_as_hudi_writes_them(spark, tmp_path, logical, keys):
+    from runner.commands.key_bucket import KeyHasher, key_hasher
+    from runner.delta.table_config import table_settings
+
+    key_generator = {
+        "type": "COMPLEX",
+        "partition_fields": "n",
+        "consistent_logical_timestamp": logical,
+    }
+    out = _keys(
+        spark,
+        tmp_path,
+        key_generator,
+        ["str", "at"],
+        EVENTS,
+        schema="str string, at timestamp, n timestamp_ntz",
+    )
+    assert [o["record_key"] for o in out] == keys
+    # a timestamp_ntz is its epoch microseconds whatever the flag, as in Hudi
+    assert [o["partition_path"] for o in out] == ["1388617201000000", "1417351232125000"]
+    # the bucket hashes the key's own text: a key read back names its bucket
+    hasher = key_hasher(table_settings(keys_target(tmp_path, key_generator, ["str", "at"])))
+    assert isinstance(hasher, KeyHasher), hasher
+    assert [hasher.hash_of(k) % 8 for k in keys] == [o["bucket"] for o in out]

@@ -359,3 +359,48 @@ def test_a_table_remembers_its_timestamp_settings(spark, tmp_path):
     assert first.version is not None
     with pytest.raises(TableMismatchError, match=r"keygen\.timestamp\.output"):
         run_pipeline(load_spec(write_spec(tmp_path, target("yyyy-MM-dd"))), spark=spark)
+
+
+def test_date_string_on_a_number_reads_only_a_null(spark, tmp_path):
+    """Hudi's TestTimestampBasedKeyGenerator: DATE_STRING on a long column holding null
+    gives the stand-in text's path; a number has no path (Hudi fails the record)."""
+    props = {
+        OLD + "timestamp.type": "DATE_STRING",
+        OLD + "input.dateformat": "yyyy-MM-dd hh:mm:ss",
+        OLD + "output.dateformat": "yyyy-MM-dd hh:mm:ss",
+        OLD + "timezone": "GMT",
+    }
+    null, number = _paths(spark, tmp_path, props, [None, 5], "id string, ts long")
+    assert null == "1970-01-01 12:00:00"
+    assert number.startswith("Unable to parse input partition field: 5; DATE_STRING reads")
+
+
+CREATED = "2021-12-03T06:43:26Z"  # 1638513806000000 µs, Hudi's testScalarWithLogicalType
+CLT = "hoodie.datasource.write.keygenerator.consistent.logical.timestamp.enabled"
+
+
+@pytest.mark.parametrize(
+    ("kind", "logical", "expected"),
+    [
+        # Hudi's testScalarWithLogicalType: the instant, and a null as 1 µs
+        ("SCALAR", "true", ["2021/12/03", "1970/01/01"]),
+        # Hudi's default reads the timestamp's epoch µs in the unit: right for µs ...
+        ("SCALAR", "false", ["2021/12/03", "1970/01/01"]),
+        ("EPOCHMILLISECONDS", "true", ["2021/12/03", "1970/01/01"]),
+        # ... a year past 9999 for ms, which Hudi's upsert writes and the runner refuses
+        ("EPOCHMILLISECONDS", "false", ["error", "1970/01/01"]),
+    ],
+)
+def test_a_timestamp_column_under_timestamp_types(spark, tmp_path, kind, logical, expected):
+    props = {
+        "hoodie.keygen.timebased.timestamp.type": kind,
+        "hoodie.keygen.timebased.timestamp.scalar.time.unit": "MICROSECONDS",
+        "hoodie.keygen.timebased.output.dateformat": "yyyy/MM/dd",
+        "hoodie.keygen.timebased.timezone": "GMT",
+        CLT: logical,
+    }
+    got = _paths(spark, tmp_path, props, [CREATED, None], "id string, ts timestamp")
+    if expected[0] == "error":
+        assert "consistent_logical_timestamp: true" in got[0], got
+        got[0] = "error"
+    assert got == expected

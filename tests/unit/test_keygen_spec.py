@@ -401,31 +401,78 @@ def test_the_encoding_properties_are_checked_and_other_generators_ignore_them(tm
     assert any("complex_encoding: applies to COMPLEX keys, not SIMPLE" in p for p in structured)
 
 
-def test_complex_without_a_partition_field_is_refused_as_hudi_does(tmp_path):
+def test_complex_without_a_partition_field_writes_the_empty_path_as_hudi_does(tmp_path):
+    """Hudi's ComplexKeyGenerator takes an empty partition path field and writes "" (a
+    non-partitioned table); the spec's `type: COMPLEX` without partition fields says so."""
+    structured = load_spec(
+        _spec(tmp_path, "record_key: [id, n]\nkey_generator: {type: COMPLEX}\n")
+    ).target.key_generator
+    props = load_spec(
+        _spec(
+            tmp_path,
+            f"""\
+            key_generator:
+              properties:
+                hoodie.datasource.write.recordkey.field: id,n
+                hoodie.datasource.write.partitionpath.field: ""
+                hoodie.datasource.write.keygenerator.class: {KG}ComplexKeyGenerator
+            """,
+        )
+    ).target.key_generator
+    assert structured == props
+    assert (props.type, props.partition_fields) == ("COMPLEX", ())
+    # Hudi's constructor refuses the generator when the property is missing altogether
     problems = _problems(
         tmp_path,
-        """
-        record_key: [id, n]
-        key_generator: {type: COMPLEX}
+        f"""\
+        key_generator:
+          properties:
+            hoodie.datasource.write.recordkey.field: id,n
+            hoodie.datasource.write.keygenerator.class: {KG}ComplexKeyGenerator
         """,
     )
     assert any(
-        "needs at least one partition field" in p and "NON_PARTITIONED" in p for p in problems
-    )
+        "hoodie.datasource.write.partitionpath.field is not set" in p and 'set it to ""' in p
+        for p in problems
+    ), problems
 
 
-def test_consistent_logical_timestamps_are_refused_with_the_alternative(tmp_path):
-    problems = _problems(
-        tmp_path,
-        """
+def test_consistent_logical_timestamp_is_read_from_either_form_and_checked(tmp_path):
+    flag = "hoodie.datasource.write.keygenerator.consistent.logical.timestamp.enabled"
+
+    def keygen(extra: str):
+        return load_spec(_spec(tmp_path, extra)).target.key_generator
+
+    default = keygen("record_key: id\nkey_generator: {type: SIMPLE, partition_fields: r}\n")
+    assert default.consistent_logical_timestamp is False  # Hudi's default
+    from_props = keygen(
+        f"""\
         record_key: id
         key_generator:
           type: SIMPLE
           partition_fields: r
-          properties:
-            hoodie.datasource.write.keygenerator.consistent.logical.timestamp.enabled: "true"
+          properties: {{{flag}: "true"}}
+        """
+    )
+    structured = keygen(
+        """\
+        record_key: id
+        key_generator: {type: SIMPLE, partition_fields: r, consistent_logical_timestamp: true}
+        """
+    )
+    assert from_props == structured and structured.consistent_logical_timestamp is True
+    problems = _problems(
+        tmp_path,
+        f"""\
+        record_key: id
+        key_generator:
+          type: SIMPLE
+          partition_fields: r
+          consistent_logical_timestamp: true
+          properties: {{{flag}: "false", hoodie.datasource.write.partitionpath.urlencode: "yes"}}
         """,
     )
     assert any(
-        "only false (Hudi's default) is supported" in p and "date_format" in p for p in problems
+        "False contradicts key_generator.consistent_logical_timestamp" in p for p in problems
     )
+    assert any("urlencode: expected true or false, got 'yes'" in p for p in problems)

@@ -47,6 +47,9 @@ MODEL_DEFAULTS: dict[str, Any] = {
     ),
     "$defs/key_generator/properties/url_encode": _default(m.KeyGenSpec, "url_encode"),
     "$defs/key_generator/properties/complex_encoding": _default(m.KeyGenSpec, "complex_encoding"),
+    "$defs/key_generator/properties/consistent_logical_timestamp": _default(
+        m.KeyGenSpec, "consistent_logical_timestamp"
+    ),
     "$defs/index/properties/type": _default(m.IndexSpec, "type"),
     "$defs/index/properties/file_group_bytes": _default(m.IndexSpec, "file_group_bytes"),
     "$defs/timestamp/properties/scalar_time_unit": _default(m.TimestampSpec, "scalar_time_unit"),
