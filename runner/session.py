@@ -16,6 +16,7 @@ import structlog
 
 from runner.errors import EnvironmentProblem
 from runner.java_cds import ClassArchive, java_binary
+from runner.java_warmup import warm_up_while_starting
 from runner.spec.model import SparkSettings
 from runner.spec.secrets import resolve
 
@@ -86,13 +87,9 @@ def spark_session(
                 spark.conf.set(key, value)
         return spark
 
-    log4j = resources.files("runner").joinpath("log4j2.properties")
     archive = ClassArchive.for_java(java_binary())  # a faster start (runner/java_cds.py)
-    java_opts = f"-Dlog4j2.configurationFile=file:{log4j}"
-    if archive is not None:
-        java_opts = f"{java_opts} {archive.java_options()}".strip()
     jit = jit_option(small_input)
-    java_opts = f"{java_opts} {jit}".strip()
+    java_opts = _driver_java_options(archive, jit)
     defaults = {
         "spark.driver.extraJavaOptions": java_opts,
         # runner/progress.py shows the work's progress, with its stage: Spark's own bar
@@ -115,11 +112,24 @@ def spark_session(
     for key, value in {**defaults, **conf}.items():
         builder = builder.config(key, value)
     log.info("spark_starting", master=settings.master, jit="quick (C1)" if jit else "full")
+    if small_input:
+        warm_up_while_starting()  # first uses of the plan's JVM parts, beside Spark's start
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     if archive is not None:
         archive.started(spark)
     return spark
+
+
+def _driver_java_options(archive: ClassArchive | None, jit: str) -> str:
+    """The local driver JVM's options: the runner's log4j settings, the class-data archive
+    and the JIT choice."""
+    log4j = resources.files("runner").joinpath("log4j2.properties")
+    options = [f"-Dlog4j2.configurationFile=file:{log4j}"]
+    if archive is not None:
+        options.append(archive.java_options())
+    options.append(jit)
+    return " ".join(o for o in options if o)
 
 
 def jit_option(small_input: bool) -> str:

@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("runner.spec",),
     ("runner.s3_connector",),
     ("runner.spark_connectors",),
-    ("runner.java_cds",),
+    ("runner.java_cds", "runner.java_warmup"),
     (
         "runner.logs",
         "runner.session",
