@@ -63,12 +63,18 @@ def java_problem() -> str | None:
 
 
 def spark_session(
-    settings: SparkSettings, app_name: str, jars: Sequence[str] = (), small_input: bool = False
+    settings: SparkSettings,
+    app_name: str,
+    jars: Sequence[str] = (),
+    small_input: bool = False,
+    row_sources: bool = False,
 ) -> SparkSession:
     """Start (or join, under spark-submit) the SparkSession for a run.
 
     Locally the spec's master and conf apply, and `jars` (JDBC drivers) join spark.jars; a
-    run known to read a small input starts its JVM with the quick JIT only (jit_option).
+    run known to read a small input starts its JVM with the quick JIT only (jit_option) and
+    makes the first uses of the JVM parts it will need while Spark starts (runner/java_warmup.py;
+    `row_sources`: it reads JSON or CSV).
     Under spark-submit, master and every conf that spark-submit set win (jars included: the
     image has them); the spec only fills in SQL settings left unset.
     """
@@ -89,9 +95,24 @@ def spark_session(
 
     archive = ClassArchive.for_java(java_binary())  # a faster start (runner/java_cds.py)
     jit = jit_option(small_input)
-    java_opts = _driver_java_options(archive, jit)
+    builder = builder.master(settings.master)
+    for key, value in _local_conf(conf, _driver_java_options(archive, jit), jars).items():
+        builder = builder.config(key, value)
+    log.info("spark_starting", master=settings.master, jit="quick (C1)" if jit else "full")
+    if small_input:
+        warm_up_while_starting(row_sources)  # first uses of the plan's JVM parts, beside the start
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    if archive is not None:
+        archive.started(spark)
+    return spark
+
+
+def _local_conf(conf: dict[str, str], java_options: str, jars: Sequence[str]) -> dict[str, str]:
+    """A local run's Spark settings: the runner's defaults, then the spec's (`jars` joined
+    to its spark.jars)."""
     defaults = {
-        "spark.driver.extraJavaOptions": java_opts,
+        "spark.driver.extraJavaOptions": java_options,
         # runner/progress.py shows the work's progress, with its stage: Spark's own bar
         # would fight its line (a spec's spark.conf may still turn it on)
         "spark.ui.showConsoleProgress": "false",
@@ -105,20 +126,10 @@ def spark_session(
     }
     # Python workers must run the interpreter that has runner and its dependencies.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = builder.master(settings.master)
     listed = [j for j in conf.get("spark.jars", "").split(",") if j]
     if jars:
         conf["spark.jars"] = ",".join(dict.fromkeys([*listed, *jars]))
-    for key, value in {**defaults, **conf}.items():
-        builder = builder.config(key, value)
-    log.info("spark_starting", master=settings.master, jit="quick (C1)" if jit else "full")
-    if small_input:
-        warm_up_while_starting()  # first uses of the plan's JVM parts, beside Spark's start
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    if archive is not None:
-        archive.started(spark)
-    return spark
+    return {**defaults, **conf}
 
 
 def _driver_java_options(archive: ClassArchive | None, jit: str) -> str:

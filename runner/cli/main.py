@@ -6,6 +6,7 @@ message is scrubbed of resolved secrets (runner/spec/secrets.py).
 
 from __future__ import annotations
 
+import gc
 import sys
 import traceback
 
@@ -66,6 +67,25 @@ for command in (*pipeline_commands.COMMANDS, *table_commands.COMMANDS, *deploy_c
 
 
 def main() -> None:
+    try:
+        _main()
+    finally:
+        _finalize_s3()
+
+
+def _finalize_s3() -> None:
+    """Shut pyarrow's S3 client down while the interpreter is whole. Left to pyarrow's own
+    exit hook, an S3 file system still alive (or its threads still running) as the
+    interpreter is torn down can abort the process after its work is done ("terminate
+    called without an active exception", apache/arrow#34314 and #41087)."""
+    fs = sys.modules.get("pyarrow.fs")
+    if fs is None:
+        return
+    gc.collect()  # the file systems the command's objects held
+    fs.ensure_s3_finalized()
+
+
+def _main() -> None:
     debug = "--debug" in sys.argv[1:]
     try:
         cli.main(standalone_mode=False)

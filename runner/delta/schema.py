@@ -70,9 +70,11 @@ def plan_schema(
     for f in new:
         merge.new_column(f)
     if merge.problems:
+        # the first problem on the error's first line, the others one per line below it
+        first, *others = merge.problems
         raise SchemaChangeError(
-            f"the input does not fit the table at {table_path} (target.schema_evolution: "
-            f"{mode}); nothing was written:\n  " + "\n  ".join(merge.problems)
+            f"{first} (the table at {table_path}, target.schema_evolution: {mode}; nothing "
+            "was written)" + "".join(f"\n  {problem}" for problem in others)
         )
     # the table's own order and types for existing columns, widened where the input is wider
     schema = pa.schema([*META_FIELDS, *map(_nullable, columns), *new])

@@ -106,8 +106,13 @@ def _start_spark(
     if automatic(ctx.target):
         jars += table_reading_jars(ctx.table)
     jars += connector_jars(spec.sources, under_spark_submit())
+    row_sources = any(p.source.format in ("json", "csv") for p in plans)
     spark = spark or spark_session(
-        spec.spark, spec.name, list(dict.fromkeys(jars)), small_input(ctx.target, plans)
+        spec.spark,
+        spec.name,
+        list(dict.fromkeys(jars)),
+        small_input(ctx.target, plans),
+        row_sources,
     )
     if on_s3:
         s3_connector.enable(spark, on_s3[1].settings, on_s3[0])

@@ -152,7 +152,7 @@ CASES = {
             precombine_string_order=True,  # text order is meant: the type change is refused
         ),
         2,
-        'v: table "long", input "string"',
+        "column v: the table stores long, the input has string",
     ),
     "non_delta_target": (
         lambda w: _spec(

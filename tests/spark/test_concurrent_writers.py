@@ -150,7 +150,7 @@ def test_a_column_the_other_writer_added_is_kept_or_the_run_stops(
     (tmp_path / "other").rename(tmp_path / "other1")
     _race(monkeypatch, spark, tmp_path, _rows([3], "nl", 4).assign(extra="y", more=1))
     write_batch(tmp_path, _rows([3], "nl", 5).assign(extra="z"))
-    with pytest.raises(CommitConflictError, match=r"new column\(s\) more"):
+    with pytest.raises(CommitConflictError, match=r"new or changed column\(s\) more"):
         run_pipeline(load_spec(table), spark=spark)
     rows = read_table(tmp_path / "table").set_index(["country", "id"])
     assert rows.loc[("nl", 3), "more"] == 1 and rows.loc[("nl", 3), "extra"] == "y"
