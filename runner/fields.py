@@ -68,11 +68,6 @@ def field_type(schema: StructType, name: str) -> DataType:
     return current
 
 
-def field_string(name: str) -> Column:
-    """The string form of a field value as Spark casts it (FieldStrings knows timestamps)."""
-    return field_value(name).cast("string")
-
-
 @dataclass(frozen=True)
 class FieldStrings:
     """The strings a batch's field values become in record keys, partition paths and the

@@ -78,15 +78,18 @@ class SchemaChange:
     def holder(self) -> tuple[str, ...]:
         """The struct fields down to the nearest one above the change: where Delta records
         a widening (`delta.typeChanges`)."""
-        last = max(i for i, (kind, _) in enumerate(self.steps) if kind == "field")
-        return tuple(name for kind, name in self.steps[: last + 1] if kind == "field")
+        return tuple(name for kind, name in self.steps[: self._last_field + 1] if kind == "field")
 
     @property
     def field_path(self) -> str | None:
         """The path below the holder (a list's element, a map's key or value), or None."""
-        last = max(i for i, (kind, _) in enumerate(self.steps) if kind == "field")
-        below = [name for _, name in self.steps[last + 1 :]]
+        below = [name for _, name in self.steps[self._last_field + 1 :]]
         return ".".join(below) or None
+
+    @property
+    def _last_field(self) -> int:
+        """Where the last struct field of the path is, in `steps`."""
+        return max(i for i, (kind, _) in enumerate(self.steps) if kind == "field")
 
     def describe(self) -> str:
         """One line for the run's summary: `note`, `address.zip`, `amount: integer -> long`."""

@@ -11,13 +11,9 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from runner.fields import CAST_STRINGS, FieldStrings, field_string
+from runner.fields import CAST_STRINGS, FieldStrings
 from runner.index.layout import BucketLayout
 from runner.index.string_hash import HASH_FUNCTION as HASH_FUNCTION  # its home: no pyspark
-
-
-def bucket_column(hash_fields: tuple[str, ...], buckets: int) -> Column:
-    return F.pmod(F.hash(*[field_string(f) for f in hash_fields]), F.lit(buckets)).cast("int")
 
 
 def layout_bucket_column(

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 import structlog
 from pyspark.sql import Row
 
@@ -198,11 +199,16 @@ def _table_to_commit_to(
 
 def _has_schema(snapshot: TableSnapshot, schema: SchemaPlan) -> bool:
     """The table has the run's schema already (a re-merge after the run changed it)."""
-    table = snapshot.arrow_schema()
-    return all(
-        f.name in table.names and delta_type(table.field(f.name).type) == delta_type(f.type)
-        for f in schema.file_schema
-    )
+    return not _columns_not_in(schema.file_schema, snapshot.arrow_schema())
+
+
+def _columns_not_in(columns: pa.Schema, other: pa.Schema) -> list[str]:
+    """The columns `other` lacks or holds in another Delta type."""
+    return [
+        f.name
+        for f in columns
+        if f.name not in other.names or delta_type(other.field(f.name).type) != delta_type(f.type)
+    ]
 
 
 def commit_checkpoints_only(ctx: RunContext, snapshot: TableSnapshot, inputs: Inputs) -> int:
@@ -247,12 +253,7 @@ def refuse_new_columns(latest: TableSnapshot, schema: SchemaPlan) -> None:
     """A re-merge rewrites the other writer's rows with this run's columns: if it added
     columns or changed types meanwhile, their values would be lost or not fit, so the run
     stops instead."""
-    ours = schema.file_schema
-    added = [
-        f.name
-        for f in latest.arrow_schema()
-        if f.name not in ours.names or delta_type(ours.field(f.name).type) != delta_type(f.type)
-    ]
+    added = _columns_not_in(latest.arrow_schema(), schema.file_schema)
     if added:
         raise CommitConflictError(
             f"another writer committed version {latest.version} with new or changed "

@@ -41,10 +41,10 @@ from runner.delta.spark_read import ROW_INDEX, SOURCE_FILE, read_files
 from runner.delta.table_config import check_table_settings
 from runner.delta.transaction import Commit, ExpansionRule, commit
 from runner.errors import RunnerError, UserError
-from runner.fields import FieldStrings
 from runner.index.bucket import layout_bucket_column
 from runner.index.layout import LAYOUT_KEYS
 from runner.index.naming import new_file_id, new_instant
+from runner.keygen import build_key_generator
 from runner.progress import Progress
 from runner.services.expansion_plan import (
     SPLIT,
@@ -286,7 +286,7 @@ def expansion_frame(
         target.index.hash_fields,
         plan.layout_after,
         F.col(PARTITION_PATH),
-        FieldStrings(rows.schema, target.key_generator.consistent_logical_timestamp),
+        build_key_generator(target.key_generator).strings(rows.schema),
     )
     if rehash:
         buckets = {(f.partition_path, f.bucket) for f in plan.files}

@@ -18,6 +18,7 @@ from deltalake.exceptions import DeltaProtocolError
 
 from runner.commands.read import read_rows
 from runner.errors import SchemaChangeError
+from runner.pipeline.context import RunOptions
 from runner.pipeline.run import run_pipeline
 from runner.services.compact import compact_table
 from runner.services.expand import ExpansionRequest, expand_table
@@ -263,3 +264,16 @@ def test_schema_evolution_none_refuses_a_new_column(spark, tmp_path, table_type)
         run_pipeline(load_spec(spec), spark=spark)
     assert sorted((table / "_delta_log").glob("*.json")) == versions
     _check_readers(spark, table, _rows(range(10), 1), DATA, widened=False)
+
+
+def test_a_dry_run_lists_the_widening_it_would_make_and_changes_nothing(spark, tmp_path):
+    spec = write_spec(tmp_path, _target("COPY_ON_WRITE"))
+    write_batch(tmp_path, _rows(range(10), 1), SMALL)
+    run_pipeline(load_spec(spec), spark=spark)
+    before = DeltaTable(str(tmp_path / "table"))
+    write_batch(tmp_path, _rows(range(5), 2, big=True), WIDE)
+    summary = run_pipeline(load_spec(spec), spark=spark, options=RunOptions(dry_run=True))
+    assert summary.columns_added == ["n: integer -> long"] and summary.version is None
+    after = DeltaTable(str(tmp_path / "table"))
+    assert after.version() == before.version()
+    assert after.schema().to_json() == before.schema().to_json()
