@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from runner.delta.schema_evolution import Mode, SchemaChange, TypeMerge, delta_type
+from runner.delta.schema_evolution import Mode, SchemaChange, TypeMerge, ValueCast, delta_type
 from runner.errors import SchemaChangeError
 from runner.storage.meta_columns import META_COLUMNS, META_FIELDS
 
@@ -20,6 +20,7 @@ from runner.storage.meta_columns import META_COLUMNS, META_FIELDS
 class SchemaPlan:
     file_schema: pa.Schema  # what every data file of this commit holds: the table's new schema
     changes: tuple[SchemaChange, ...]  # what this commit changes in the table's schema
+    casts: tuple[ValueCast, ...] = ()  # columns whose values are cast to the table's type
 
     @property
     def data_columns(self) -> list[str]:
@@ -45,10 +46,16 @@ def _renamed(name: str, incoming: dict[str, pa.Field]) -> str:
 
 
 def plan_schema(
-    incoming: pa.Schema, table: pa.Schema | None, table_path: str, mode: Mode = "add"
+    incoming: pa.Schema,
+    table: pa.Schema | None,
+    table_path: str,
+    mode: Mode = "add",
+    cast_values: bool = False,
 ) -> SchemaPlan:
     """Decide the file schema of this write from the input's data columns and the table's,
-    under target.schema_evolution `mode` (runner/delta/schema_evolution.py)."""
+    under target.schema_evolution `mode` (runner/delta/schema_evolution.py); with
+    `cast_values` (target.on_schema_mismatch fail or quarantine), a scalar column of another
+    type is cast value by value instead of refused."""
     data = [_nullable(f) for f in incoming if f.name not in META_COLUMNS]
     if table is None:
         return SchemaPlan(pa.schema([*META_FIELDS, *data]), ())
@@ -63,7 +70,7 @@ def plan_schema(
             f"the input lacks column(s) the table at {table_path} has: {cols}. Dropping a "
             "column is not supported; select it in the transform (NULL AS name, cast to its type)"
         )
-    merge = TypeMerge(mode)
+    merge = TypeMerge(mode, cast_values)
     columns = [merge.column(f, by_name[f.name]) for f in stored]
     stored_names = {f.name for f in stored}
     new = [f for f in data if f.name not in stored_names]
@@ -78,4 +85,4 @@ def plan_schema(
         )
     # the table's own order and types for existing columns, widened where the input is wider
     schema = pa.schema([*META_FIELDS, *map(_nullable, columns), *new])
-    return SchemaPlan(schema, tuple(merge.changes))
+    return SchemaPlan(schema, tuple(merge.changes), tuple(merge.casts))

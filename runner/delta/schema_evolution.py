@@ -3,8 +3,10 @@
 `add` adds new columns and new fields inside structs (a list's element struct, a map's
 value struct included); `widen` also widens types losslessly, as Delta's type widening
 table feature allows (PROTOCOL.md, "Type Widening"); `none` accepts no change. Narrowing,
-lossy changes and missing fields are refused in every mode: `merge_column` collects one
-line per problem, naming the column, both types and the fix.
+lossy changes and missing fields are refused in every mode: `TypeMerge` collects one
+line per problem, naming the column, both types and the fix. Under
+target.on_schema_mismatch fail or quarantine, a top-level scalar column of another type is
+not refused: its values are cast to the table's type one by one (runner/pipeline/value_fit.py).
 """
 
 from __future__ import annotations
@@ -105,18 +107,44 @@ class SchemaChange:
         return out
 
 
+@dataclass(frozen=True)
+class ValueCast:
+    """A top-level column whose input values are cast to the table's type one by one."""
+
+    column: str
+    to_type: str  # the table's Delta type, which Spark SQL reads too ("long", "decimal(9,2)")
+    from_type: str  # the input's
+
+    def describe(self) -> str:
+        return f"{self.column}: {self.from_type} values cast to {self.to_type}"
+
+
 @dataclass
 class TypeMerge:
     """Merges the input's columns into the table's under `mode`, collecting the changes it
-    makes and the problems that refuse the input."""
+    makes and the problems that refuse the input; with `cast_values`, the scalar columns it
+    would refuse for their type are cast value by value instead."""
 
     mode: Mode
+    cast_values: bool = False
     changes: list[SchemaChange] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    casts: list[ValueCast] = field(default_factory=list)
 
     def column(self, stored: pa.Field, incoming: pa.Field) -> pa.Field:
         """The table's column after this input: its type, widened or with new fields."""
+        if self.cast_values and not self._accepts(stored.type, incoming.type):
+            cast = ValueCast(stored.name, delta_type(stored.type), delta_type(incoming.type))
+            self.casts.append(cast)
+            return stored
         return stored.with_type(self._type(stored.type, incoming.type, (("field", stored.name),)))
+
+    def _accepts(self, stored: pa.DataType, incoming: pa.DataType) -> bool:
+        """The column's type is one the mode takes as it is (equal, or widened either way
+        under widen); a nested type is merged field by field, never cast whole."""
+        if _nested(stored) or _nested(incoming) or delta_type(stored) == delta_type(incoming):
+            return True
+        return self.mode == "widen" and (widens(stored, incoming) or widens(incoming, stored))
 
     def new_column(self, incoming: pa.Field) -> None:
         if self.mode == "none":
@@ -187,6 +215,10 @@ class TypeMerge:
         return pa.struct(fields)
 
 
+def _nested(kind: pa.DataType) -> bool:
+    return bool(pa.types.is_struct(kind) or _is_list(kind) or pa.types.is_map(kind))
+
+
 def _is_list(kind: pa.DataType) -> bool:
     return bool(pa.types.is_list(kind) or pa.types.is_large_list(kind))
 
@@ -208,7 +240,8 @@ def _refusal(stored: pa.DataType, incoming: pa.DataType, at: tuple[Step, ...], m
         return (
             f"column {column}: the table stores {was}, the input has the wider {now}; "
             f"target.schema_evolution is {mode}: set it to widen to widen the column (Delta "
-            f"type widening), or cast it back in the transform ({cast})"
+            f"type widening), cast it back in the transform ({cast}), or set "
+            "target.on_schema_mismatch (fail or quarantine) to cast its values one by one"
         )
     if widens(incoming, stored):
         return (
@@ -218,7 +251,9 @@ def _refusal(stored: pa.DataType, incoming: pa.DataType, at: tuple[Step, ...], m
     return (
         f"column {column}: the table stores {was}, the input has {now}, which is not a "
         "lossless widening of it (a narrowing or another type); Delta cannot change a "
-        f"column to it in place: cast it in the transform ({cast}) or write to a new table"
+        f"column to it in place: cast it in the transform ({cast}), set "
+        "target.on_schema_mismatch (fail or quarantine) to cast its values one by one, or "
+        "write to a new table"
     )
 
 

@@ -24,6 +24,7 @@ from runner.pipeline.cdc_columns import check_feed_columns, not_stored, with_his
 from runner.pipeline.context import RunContext
 from runner.pipeline.key_columns import add_key_columns
 from runner.pipeline.quality import add_malformed, add_verdicts, check_expectations
+from runner.pipeline.value_fit import cast_to_table
 from runner.sources.model import SourcePlan
 from runner.sources.plan import read_input
 from runner.spec.model import Target
@@ -68,6 +69,7 @@ def plan_batch(
         input_columns = tuple(batch.columns)
         batch = with_history_columns(batch, target)
         schema = _plan_schema(batch, target, snapshot)
+        batch = cast_to_table(batch, schema.casts)
         layout = table_layout(snapshot, target)
         keyed = add_key_columns(batch, target, layout)
         judged = _pinned(
@@ -170,7 +172,10 @@ def _plan_schema(batch: DataFrame, target: Target, snapshot: TableSnapshot | Non
         return plan_schema(table_schema, table_schema, target.path)
     data = batch.drop(*not_stored(target))
     incoming = to_arrow_schema(data.schema, timestamp_utc=True)
-    schema = plan_schema(incoming, table_schema, target.path, target.schema_evolution)
+    cast_values = target.on_schema_mismatch != "refuse"
+    schema = plan_schema(incoming, table_schema, target.path, target.schema_evolution, cast_values)
     if schema.changes:  # known before anything is written (and in a dry run)
         log.info("schema_changes_planned", changes=[c.describe() for c in schema.changes])
+    if schema.casts:
+        log.info("values_cast_to_table_types", columns=[c.describe() for c in schema.casts])
     return schema

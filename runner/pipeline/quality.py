@@ -20,6 +20,7 @@ from pyspark.sql.types import BooleanType
 from runner.delta.snapshot import Group
 from runner.errors import BadRecordsError, UserError
 from runner.pipeline.key_columns import KEY_ERROR
+from runner.pipeline.value_fit import TYPE_ERROR, UNCAST
 from runner.sources.bad_input import MALFORMED_FILE, MALFORMED_RAW, MalformedRows, line_of
 from runner.spec.model import Expectation, PipelineSpec, Source
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY
@@ -29,9 +30,10 @@ RULE = "__runner_rule"  # the rule(s) the row broke, comma-separated
 REASON = "__runner_reason"  # why, in words
 KEY_RULE = "key_generator"  # the rule name of a row that cannot be keyed
 MALFORMED_RULE = "malformed_record"  # the rule name of a text record that did not parse
+MISMATCH_RULE = "schema_mismatch"  # the rule name of a value that does not fit its column
 SAMPLES = 5
 _INTERNAL = {RECORD_KEY, PARTITION_PATH, BUCKET, KEY_ERROR, FATE, RULE, REASON}
-_INTERNAL |= {MALFORMED_FILE, MALFORMED_RAW}
+_INTERNAL |= {MALFORMED_FILE, MALFORMED_RAW, TYPE_ERROR}
 # The quarantine table's columns: the run's context, then the rule, reason and record.
 QUARANTINE_COLUMNS = (
     *("_pipeline", "_run_id", "_instant", "_batch_id"),
@@ -59,8 +61,9 @@ def check_expectations(batch: DataFrame, spec: PipelineSpec) -> None:
 
 def add_verdicts(keyed: DataFrame, spec: PipelineSpec) -> DataFrame:
     """`keyed` plus FATE, RULE and REASON. A rule is met only where its SQL is true (NULL
-    breaks it). Precedence: a fail rule, then a key error (quarantined when the target has a
-    quarantine, else fail), then a quarantine rule, then a drop rule."""
+    breaks it). Precedence: a value that does not fit its column's type (the fate is
+    target.on_schema_mismatch), a fail rule, then a key error (quarantined when the target
+    has a quarantine, else fail), then a quarantine rule, then a drop rule."""
     broken = {rule.name: ~F.coalesce(F.expr(rule.sql), F.lit(False)) for rule in spec.expectations}
 
     def names(action: str) -> Column:
@@ -74,28 +77,37 @@ def add_verdicts(keyed: DataFrame, spec: PipelineSpec) -> DataFrame:
             *[F.when(broken[r.name], F.lit(f"{r.name}: {r.sql}")) for r in _rules(spec, action)],
         )
 
-    key_error = F.col(KEY_ERROR).isNotNull()
     key_fate = "quarantine" if spec.target.quarantine else "fail"
     fail, quarantine, drop = names("fail"), names("quarantine"), names("drop")
-    fate = (
-        F.when(fail != "", F.lit("fail"))
-        .when(key_error, F.lit(key_fate))
-        .when(quarantine != "", F.lit("quarantine"))
-        .when(drop != "", F.lit("drop"))
-    )
-    rule = (
-        F.when(fail != "", fail)
-        .when(key_error, F.lit(KEY_RULE))
-        .when(quarantine != "", quarantine)
-        .when(drop != "", drop)
-    )
-    reason = (
-        F.when(fail != "", F.concat(F.lit("breaks "), reasons("fail")))
-        .when(key_error, F.col(KEY_ERROR))
-        .when(quarantine != "", F.concat(F.lit("breaks "), reasons("quarantine")))
-        .when(drop != "", F.concat(F.lit("breaks "), reasons("drop")))
-    )
+    # (condition, fate, rule, reason), first match wins
+    cases: list[tuple[Column, Column, Column, Column]] = []
+    if TYPE_ERROR in keyed.columns:  # a value that does not fit the table's type comes first:
+        # the row's cast values are nulls, which the other rules would judge instead
+        mismatch = F.col(TYPE_ERROR)
+        fate_of = F.lit(spec.target.on_schema_mismatch)
+        cases.append((mismatch.isNotNull(), fate_of, F.lit(MISMATCH_RULE), mismatch))
+    cases += [
+        (fail != "", F.lit("fail"), fail, F.concat(F.lit("breaks "), reasons("fail"))),
+        (F.col(KEY_ERROR).isNotNull(), F.lit(key_fate), F.lit(KEY_RULE), F.col(KEY_ERROR)),
+        (
+            quarantine != "",
+            F.lit("quarantine"),
+            quarantine,
+            F.concat(F.lit("breaks "), reasons("quarantine")),
+        ),
+        (drop != "", F.lit("drop"), drop, F.concat(F.lit("breaks "), reasons("drop"))),
+    ]
+    fate, rule, reason = (_first_match([(c[0], c[i]) for c in cases]) for i in (1, 2, 3))
     return keyed.withColumns({FATE: fate, RULE: rule, REASON: reason})
+
+
+def _first_match(cases: list[tuple[Column, Column]]) -> Column:
+    """CASE WHEN c1 THEN v1 WHEN c2 THEN v2 ... END."""
+    (condition, value), *rest = cases
+    column = F.when(condition, value)
+    for condition, value in rest:
+        column = column.when(condition, value)
+    return column
 
 
 def add_malformed(judged: DataFrame, malformed: list[MalformedRows]) -> DataFrame:
@@ -193,6 +205,12 @@ def enforce(judged: DataFrame, spec: PipelineSpec, verdicts: Verdicts) -> None:
 def _fix(spec: PipelineSpec, key_only: bool, verdicts: Verdicts) -> str:
     if key_only and not spec.target.quarantine:
         return " Fix them in the transform, or set target.quarantine to set them aside."
+    if MISMATCH_RULE in verdicts.by_rule:
+        return (
+            " Values that do not fit their column's type in the table: fix the input, cast "
+            "them in the transform, or set target.on_schema_mismatch: quarantine to set "
+            "them aside."
+        )
     if MALFORMED_RULE in verdicts.by_rule:
         return (
             " Records that do not parse: fix the input, or set on_bad_record (quarantine or "
@@ -213,7 +231,12 @@ def samples(judged: DataFrame, fate: str) -> str:
         if values.get(MALFORMED_FILE):
             lines.append(_malformed_sample(values[MALFORMED_FILE], values[MALFORMED_RAW]))
             continue
-        record = {k: v for k, v in values.items() if k not in _INTERNAL}
+        # a cast column shows its input value, not the null the cast left
+        record = {
+            k: values.get(UNCAST + k, v)
+            for k, v in values.items()
+            if k not in _INTERNAL and not k.startswith(UNCAST)
+        }
         lines.append(f"  {row[REASON]}  record: {json.dumps(record, default=str)}")
     return "\n".join(lines)
 
@@ -232,7 +255,12 @@ def quarantine_rows(
     """The quarantined rows as the quarantine table stores them: the run's context, the
     rule and reason, and the original record as JSON (so any input schema fits one table)."""
     meta = [F.lit(v).cast("string").alias(f"_{k}") for k, v in context.items()]
-    record = F.to_json(F.struct(*[F.col(c) for c in input_columns]), {"ignoreNullFields": "false"})
+    # a column cast to the table's type is recorded with its input value
+    given = [
+        F.col(UNCAST + c).alias(c) if UNCAST + c in judged.columns else F.col(c)
+        for c in input_columns
+    ]
+    record = F.to_json(F.struct(*given), {"ignoreNullFields": "false"})
     if MALFORMED_RAW in judged.columns:  # a record that did not parse is kept as it was read
         record = F.coalesce(F.col(MALFORMED_RAW), record)
     return judged.where(F.col(FATE) == "quarantine").select(

@@ -117,7 +117,7 @@ def _target(target: dict[str, Any], base: Path) -> Target:
         driver_merge=DriverMergeSpec(**target.get("driver_merge", {})),
         **_given(target, "operation", "table_type", "filter_dupes", "commit_retries"),
         **_given(target, "change_data_feed", "skip_unchanged", "bulk_insert_sort"),
-        **_given(target, "schema_evolution"),
+        **_given(target, "schema_evolution", "on_schema_mismatch"),
         quarantine=_quarantine(target.get("quarantine"), base),
         key_generator=keygen,
         index=IndexSpec(

@@ -15,6 +15,9 @@ Operation = Literal["upsert", "insert", "bulk_insert", "delete"]
 TableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
 BulkInsertSort = Literal["none", "by_key"]  # target.bulk_insert_sort
 SchemaEvolution = Literal["add", "widen", "none"]  # target.schema_evolution
+# target.on_schema_mismatch: refuse an input column of another type, or cast its values one
+# by one, a value that does not fit failing the run or going to quarantine
+OnSchemaMismatch = Literal["refuse", "fail", "quarantine"]
 MergeMode = Literal[
     "event_time", "commit_time", "partial_update", "overwrite_non_defaults", "custom"
 ]
@@ -247,6 +250,7 @@ class Target:
     change_data_feed: bool = False  # the table keeps Delta's change data feed
     skip_unchanged: bool = True  # a row equal to its stored row is neither written nor counted
     schema_evolution: SchemaEvolution = "add"  # what an input's schema may change in the table's
+    on_schema_mismatch: OnSchemaMismatch = "refuse"  # a column whose type the mode refuses
     cleaning: CleaningSpec = field(default_factory=CleaningSpec)
     compaction: CompactionSpec = field(default_factory=CompactionSpec)
     commit_retries: int = 3  # re-merges after another writer changed the same buckets

@@ -267,6 +267,12 @@ def _check_quarantine(data: dict[str, Any], problem: Problems) -> None:
                 "quarantine needs target.quarantine.path, the table the records go to; "
                 "add it, or use drop or fail",
             )
+    if target.get("on_schema_mismatch") == "quarantine" and "quarantine" not in target:
+        problem(
+            ("target", "on_schema_mismatch"),
+            "quarantine needs target.quarantine.path, the table the records go to; "
+            "add it, or use fail or refuse",
+        )
     if "quarantine" in target and target["quarantine"]["path"] == target["path"]:
         problem(
             ("target", "quarantine", "path"),

@@ -172,3 +172,33 @@ def test_widenings_are_recorded_on_the_nearest_struct_field() -> None:
     assert schema["xs"]["metadata"]["delta.typeChanges"] == [
         {"fromType": "short", "toType": "integer", "fieldPath": "element"}
     ]
+
+
+def test_cast_values_casts_scalar_columns_and_still_refuses_nested_ones() -> None:
+    """target.on_schema_mismatch fail or quarantine: a scalar column of another type keeps
+    the table's type and is cast value by value; a struct of another shape is still refused."""
+    stored = _table(
+        pa.field("n", pa.int64()),
+        pa.field("m", pa.int32()),
+        pa.field("s", pa.struct([("a", pa.int64())])),
+    )
+    incoming = pa.schema(
+        [("n", pa.string()), ("m", pa.int64()), ("s", pa.struct([("a", pa.int64())]))]
+    )
+    plan = plan_schema(incoming, stored, "/t", "add", cast_values=True)
+    assert [c.describe() for c in plan.casts] == [
+        "n: string values cast to long",
+        "m: long values cast to integer",
+    ]
+    assert plan.file_schema.field("n").type == pa.int64() and plan.changes == ()
+    # under widen, a wider type widens the column instead of casting its values
+    widened = plan_schema(incoming, stored, "/t", "widen", cast_values=True)
+    assert [c.describe() for c in widened.changes] == ["m: integer -> long"]
+    assert [c.column for c in widened.casts] == ["n"]
+    nested = pa.schema(
+        [("n", pa.int64()), ("m", pa.int32()), ("s", pa.struct([("a", pa.string())]))]
+    )
+    with pytest.raises(
+        SchemaChangeError, match=r"column s\.a: the table stores long, the input has string"
+    ):
+        plan_schema(nested, stored, "/t", "add", cast_values=True)

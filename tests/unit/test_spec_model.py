@@ -41,6 +41,7 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "$defs/target/properties/change_data_feed": _default(m.Target, "change_data_feed"),
     "$defs/target/properties/skip_unchanged": _default(m.Target, "skip_unchanged"),
     "$defs/target/properties/schema_evolution": _default(m.Target, "schema_evolution"),
+    "$defs/target/properties/on_schema_mismatch": _default(m.Target, "on_schema_mismatch"),
     "$defs/target/properties/commit_retries": _default(m.Target, "commit_retries"),
     "$defs/key_generator/properties/hive_style_partitioning": _default(
         m.KeyGenSpec, "hive_style_partitioning"

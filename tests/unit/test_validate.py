@@ -269,6 +269,12 @@ def test_a_user_class_must_name_module_and_class(tmp_path):
             "table the records go to; add it, or use drop or fail",
         ),
         (
+            "  operation: upsert",
+            "  operation: upsert\n  on_schema_mismatch: quarantine",
+            "p.yaml:9:23: target.on_schema_mismatch: quarantine needs target.quarantine.path, "
+            "the table the records go to; add it, or use fail or refuse",
+        ),
+        (
             "    path: data/trips",
             "    path: data/trips\n    on_bad_file: ignore",
             'p.yaml:6:18: sources[0].on_bad_file: "ignore" is not one of: fail, skip',
