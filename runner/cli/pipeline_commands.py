@@ -16,22 +16,37 @@ from runner.spec.secrets import scrub
 if TYPE_CHECKING:
     from runner.observe.observed import Observer
     from runner.pipeline.context import RunOptions
+    from runner.spec.model import PipelineSpec
 
 
 @click.command()
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
-def validate(specs: tuple[str, ...]) -> None:
+@click.option(
+    "--against",
+    metavar="TABLE",
+    help="Also compare the spec's input schema with this table's (a path or s3:// URI): "
+    "the columns a run would add or widen, or why it would be refused.",
+)
+def validate(specs: tuple[str, ...], against: str | None) -> None:
     """Check specs without starting Spark.
 
     Checks each spec against the JSON Schema and the semantic rules; starts no JVM.
     Prints one line per problem, FILE:LINE:COL: field.path: message, and exits 2 when
     any spec is invalid.
+
+    \b
+    With --against TABLE (one spec): the schema changes a run would make to TABLE
+    under target.schema_evolution, read from the spec's declared source schema, its
+    parquet files or its Delta source; exits 2 when a run would be refused, 1 when the
+    input's schema is known only to Spark (a transform, JSON or CSV inference).
     """
     from runner.spec import check_spec_file
 
+    if against and len(specs) != 1:
+        raise click.UsageError("--against compares one spec with one table; give one spec")
     bad = 0
     for path in specs:
-        _, problems = check_spec_file(path)
+        spec, problems = check_spec_file(path)
         for problem in problems:
             click.echo(scrub(str(problem)))
         if problems:
@@ -41,6 +56,19 @@ def validate(specs: tuple[str, ...]) -> None:
     if bad:
         click.echo(f"{bad} of {len(specs)} spec(s) invalid", err=True)
         sys.exit(2)
+    if against:
+        _compare(spec, against)
+
+
+def _compare(spec: PipelineSpec | None, table: str) -> None:
+    from runner.commands.schema_against import compare_with_table
+
+    assert spec is not None, "a valid spec file loads"
+    comparison = compare_with_table(spec, table)
+    for line in comparison.lines(spec):
+        click.echo(scrub(line))
+    if comparison.exit_code:
+        sys.exit(comparison.exit_code)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -65,11 +65,13 @@ def plan_batch(
         batch = _without_meta_columns(read.batch)
         check_operation_fields(batch.schema, target, columns_of(spec))
         check_feed_columns(batch.schema, target)
-        check_expectations(batch, spec)
         input_columns = tuple(batch.columns)
         batch = with_history_columns(batch, target)
         schema = _plan_schema(batch, target, snapshot)
+        # the types are checked as they are stored: after a cast to the table's
         batch = cast_to_table(batch, schema.casts)
+        check_operation_types(batch.schema, target)
+        check_expectations(batch, spec)
         layout = table_layout(snapshot, target)
         keyed = add_key_columns(batch, target, layout)
         judged = _pinned(
@@ -116,7 +118,7 @@ def _without_meta_columns(batch: DataFrame) -> DataFrame:
 
 def check_operation_fields(schema: StructType, target: Target, where: str) -> None:
     """Every field the spec names is among the batch's columns (`where` says whose they
-    are), and the ordering and delete-marker columns have types that mean what they say."""
+    are)."""
     names = schema.fieldNames()
     reserved = [n for n in names if n.startswith(RESERVED_PREFIX)]
     if reserved:
@@ -131,15 +133,20 @@ def check_operation_fields(schema: StructType, target: Target, where: str) -> No
         role = "cdc.sequence_by" if target.cdc else "precombine"
         if target.precombine_field not in names:
             raise UserError(missing_field(role, target.precombine_field, names, where))
+    if target.delete_marker and target.delete_marker not in names:
+        raise UserError(missing_field("delete_marker", target.delete_marker, names, where))
+
+
+def check_operation_types(schema: StructType, target: Target) -> None:
+    """The ordering and delete-marker columns have types that mean what they say."""
+    if target.precombine_field and target.operation != "delete":
         _refuse_text_order(schema, target)
-    if target.delete_marker:
-        if target.delete_marker not in names:
-            raise UserError(missing_field("delete_marker", target.delete_marker, names, where))
-        if not isinstance(schema[target.delete_marker].dataType, BooleanType):
-            raise UserError(
-                f"delete_marker '{target.delete_marker}' must be a boolean column, not "
-                f"{schema[target.delete_marker].dataType.simpleString()}; cast it in the transform"
-            )
+    marker = target.delete_marker
+    if marker and not isinstance(schema[marker].dataType, BooleanType):
+        raise UserError(
+            f"delete_marker '{marker}' must be a boolean column, not "
+            f"{schema[marker].dataType.simpleString()}; cast it in the transform"
+        )
 
 
 def _refuse_text_order(schema: StructType, target: Target) -> None:

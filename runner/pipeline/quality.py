@@ -23,7 +23,7 @@ from runner.pipeline.key_columns import KEY_ERROR
 from runner.pipeline.value_fit import TYPE_ERROR, UNCAST
 from runner.sources.bad_input import MALFORMED_FILE, MALFORMED_RAW, MalformedRows, line_of
 from runner.spec.model import Expectation, PipelineSpec, Source
-from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY
+from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY, RESERVED_PREFIX
 
 FATE = "__runner_fate"  # null: the row is written; else drop | quarantine | fail
 RULE = "__runner_rule"  # the rule(s) the row broke, comma-separated
@@ -50,13 +50,18 @@ def check_expectations(batch: DataFrame, spec: PipelineSpec) -> None:
             first = str(exc).strip().splitlines()[0]
             raise UserError(
                 f"{spec.file}: expectation '{rule.name}': {rule.sql!r} is not a valid Spark SQL "
-                f"expression over the input ({first}); its columns are: {', '.join(batch.columns)}"
+                f"expression over the input ({first}); its columns are: {', '.join(_shown(batch))}"
             ) from None
         if not isinstance(kind, BooleanType):
             raise UserError(
                 f"{spec.file}: expectation '{rule.name}': {rule.sql!r} gives "
                 f"{kind.simpleString()}, not a boolean; write a condition such as `x >= 0`"
             )
+
+
+def _shown(batch: DataFrame) -> list[str]:
+    """The batch's columns a user gave it (not the runner's own helper columns)."""
+    return [c for c in batch.columns if not c.startswith(RESERVED_PREFIX)]
 
 
 def add_verdicts(keyed: DataFrame, spec: PipelineSpec) -> DataFrame:

@@ -1,10 +1,7 @@
 """Sources: what each reads this run (plan.py), files, Delta tables, JDBC and
 Kafka, checkpoints.
 
-Each source becomes a temporary view under its name for the transform.
+Each source becomes a temporary view under its name for the transform. Nothing is imported
+here, so that a module without Spark (listing.py, for `runner validate --against`) loads
+without it.
 """
-
-from runner.sources.model import SourcePlan
-from runner.sources.plan import nothing_new, plan_live_reads, plan_sources, read_input
-
-__all__ = ["SourcePlan", "nothing_new", "plan_live_reads", "plan_sources", "read_input"]

@@ -16,7 +16,7 @@ _IDENTIFIER = re.compile(r"[A-Za-z0-9_]+")
 def ddl_columns(ddl: str) -> tuple[str, ...] | None:
     """The column names, in order; None when the text does not split into `name type`
     columns this reader knows (the check that needs them is then left to Spark)."""
-    pieces = _top_level_pieces(ddl)
+    pieces = top_level_pieces(ddl)
     if pieces is None:
         return None
     names = []
@@ -28,7 +28,7 @@ def ddl_columns(ddl: str) -> tuple[str, ...] | None:
     return tuple(names)
 
 
-def _top_level_pieces(ddl: str) -> list[str] | None:
+def top_level_pieces(ddl: str) -> list[str] | None:
     """ddl split at the commas outside brackets, quotes and backticks."""
     pieces, start, depth, quote = [], 0, 0, ""
     i = 0
@@ -59,6 +59,13 @@ def _top_level_pieces(ddl: str) -> list[str] | None:
 def _column_name(piece: str) -> str | None:
     """The name of `name type [NOT NULL] [COMMENT '...']`; a backticked name may hold any
     character (a doubled backtick is one backtick)."""
+    found = name_and_type(piece)
+    return found[0] if found else None
+
+
+def name_and_type(piece: str) -> tuple[str, str] | None:
+    """`name type [NOT NULL] [COMMENT '...']` (or `name: type`) split into the name and the
+    rest."""
     if piece.startswith("`"):
         name, i = "", 1
         while i < len(piece):
@@ -78,4 +85,5 @@ def _column_name(piece: str) -> str | None:
         name, rest = match.group(0), piece[match.end() :]
     if not (rest[:1].isspace() or rest[:1] == ":"):
         return None
-    return name if rest.lstrip().lstrip(":").strip() else None
+    kind = rest.lstrip().lstrip(":").strip()
+    return (name, kind) if kind else None

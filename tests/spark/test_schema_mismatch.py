@@ -169,3 +169,28 @@ def test_which_values_fit_the_table_type(spark):
     dated = spark.createDataFrame([(date(2024, 1, 2),)], "v date")
     (row,) = cast_to_table(dated, [ValueCast("v", "timestamp_ntz", "date")]).collect()
     assert row[TYPE_ERROR] is None and row["v"] == datetime(2024, 1, 2)
+
+
+def test_validate_against_lists_the_changes_the_run_then_makes(spark, tmp_path):
+    """The comparison without Spark (runner validate --against) and the run agree."""
+    from runner.commands.schema_against import compare_with_table
+
+    spec = _spec(tmp_path, "parquet", schema_evolution="widen", on_schema_mismatch="fail")
+    narrow = pa.schema(
+        [("id", pa.int64()), ("city", pa.string()), ("ts", pa.int64()), ("n", pa.int32())]
+    )
+    rows = pd.DataFrame({"id": [1, 2], "city": ["ams", "sf"], "ts": [1, 1], "n": [1, 2]})
+    write_batch(tmp_path, rows, narrow)
+    run_pipeline(spec, spark=spark)
+    # n widens, note is new, ts arrives as text: cast value by value
+    wide = pa.schema(
+        [("id", pa.int64()), ("city", pa.string()), ("ts", pa.string()), ("n", pa.int64())]
+    ).append(pa.field("note", pa.string()))
+    write_batch(tmp_path, rows.assign(ts=["2", "2"], n=[2**40, 3], note="x"), wide)
+    planned = compare_with_table(spec, str(tmp_path / "table"))
+    assert planned.exit_code == 0 and planned.plan is not None
+    assert [c.column for c in planned.plan.casts] == ["ts"]
+    summary = run_pipeline(spec, spark=spark)
+    assert summary.columns_added == [c.describe() for c in planned.plan.changes]
+    assert summary.columns_added == ["n: integer -> long", "note"]
+    assert summary.updated == 2

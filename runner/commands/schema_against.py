@@ -1,0 +1,206 @@
+"""`runner validate SPEC --against TABLE`: what the spec's input would change in a table's
+schema, told without Spark.
+
+The input's schema is known without a JVM when every source declares its schema (Spark
+DDL), is parquet (its first file's footer) or a Delta table (its log), and transform.sql,
+if any, gives types Spark has no choice about (runner/spec/transform_schema.py). The
+comparison is the run's own (runner/delta/schema.py
+plan_schema, under target.schema_evolution and target.on_schema_mismatch); a spec whose
+input schema only Spark knows (a transform's result, a JSON or CSV source's inferred
+schema, JDBC, Kafka, a column a function computes) is named as such, with the command that
+shows its changes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from runner.delta.schema import SchemaPlan, plan_schema
+from runner.delta.schema_evolution import SchemaChange
+from runner.delta.snapshot import open_table
+from runner.errors import SchemaChangeError
+from runner.sources.listing import list_new_files
+from runner.spec.ddl_types import ddl_arrow_schema
+from runner.spec.model import PipelineSpec, Source
+from runner.spec.transform_schema import transform_schema
+from runner.storage.location import filesystem, is_local, locate
+from runner.storage.meta_columns import CHANGE_TYPE, META_COLUMNS
+
+
+@dataclass(frozen=True)
+class InputSchema:
+    schema: pa.Schema | None  # the batch's columns as Spark would give them; None: unknown
+    origin: str  # where it was read, or why it cannot be known without Spark
+
+
+@dataclass(frozen=True)
+class Comparison:
+    table: str
+    version: int | None  # None: no table there yet
+    origin: str
+    plan: SchemaPlan | None = None  # None: refused, or not compared
+    refusal: str | None = None
+    compared: bool = True
+
+    @property
+    def exit_code(self) -> int:
+        """0: the input fits; 1: not compared (only Spark knows the input's schema);
+        2: a run would be refused."""
+        return 1 if not self.compared else 2 if self.refusal else 0
+
+    def lines(self, spec: PipelineSpec) -> list[str]:
+        target = spec.target
+        if not self.compared:
+            return [
+                f"not compared with {self.table}: {self.origin}; `runner run {spec.file} "
+                "--dry-run` reads the input and lists the schema changes a run would make"
+            ]
+        where = "no table yet" if self.version is None else f"version {self.version}"
+        head = (
+            f"against {self.table} ({where}; input schema from {self.origin}; "
+            f"target.schema_evolution: {target.schema_evolution})"
+        )
+        if self.refusal:
+            return [head, f"  refused: {self.refusal}"]
+        assert self.plan is not None
+        if self.version is None:
+            return [head, f"  a first run creates it with {len(self.plan.data_columns)} column(s)"]
+        changes = [f"  {_change_line(c)}" for c in self.plan.changes]
+        casts = [
+            f"  casts {c.column} value by value: {c.from_type} -> {c.to_type} (a value that "
+            f"does not fit: target.on_schema_mismatch {target.on_schema_mismatch})"
+            for c in self.plan.casts
+        ]
+        return [head, *(changes + casts or ["  no change: the input has the table's schema"])]
+
+
+def _change_line(change: SchemaChange) -> str:
+    if change.kind == "widen":
+        return f"widens {change.describe()}"
+    what = "column" if change.kind == "add_column" else "field"
+    return f"adds {what} {change.path} ({change.to_type})"
+
+
+def compare_with_table(spec: PipelineSpec, table_uri: str) -> Comparison:
+    """The schema changes a run of `spec` would make to the table at `table_uri`."""
+    if is_local(table_uri):
+        table_uri = os.path.abspath(table_uri)
+    found = input_schema(spec)
+    if found.schema is None:
+        return Comparison(table_uri, None, found.origin, compared=False)
+    snapshot = open_table(locate(table_uri))
+    stored = snapshot.arrow_schema() if snapshot is not None else None
+    version = snapshot.version if snapshot is not None else None
+    target = spec.target
+    if target.operation == "delete":
+        plan = plan_schema(stored, stored, table_uri) if stored is not None else None
+        return Comparison(table_uri, version, found.origin, plan)
+    cast_values = target.on_schema_mismatch != "refuse"
+    try:
+        plan = plan_schema(found.schema, stored, table_uri, target.schema_evolution, cast_values)
+    except SchemaChangeError as refused:
+        return Comparison(table_uri, version, found.origin, refusal=str(refused))
+    return Comparison(table_uri, version, found.origin, plan)
+
+
+def input_schema(spec: PipelineSpec) -> InputSchema:
+    """The batch's stored columns as the plan stage would see them, or why only Spark
+    knows them."""
+    found = _batch_schema(spec)
+    if found.schema is None:
+        return found
+    columns = [f for f in found.schema if f.name not in (*META_COLUMNS, CHANGE_TYPE)]
+    target = spec.target
+    dropped = {target.delete_marker, target.cdc.operation_column if target.cdc else None}
+    columns = [f for f in columns if f.name not in dropped]
+    if target.keeps_history:
+        assert target.cdc is not None
+        sequence = found.schema.field(target.cdc.sequence_by).type
+        scd = target.scd
+        columns += [
+            pa.field(scd.start_column, sequence),
+            pa.field(scd.end_column, sequence),
+            pa.field(scd.current_column, pa.bool_()),
+        ]
+    return InputSchema(pa.schema(columns), found.origin)
+
+
+def _batch_schema(spec: PipelineSpec) -> InputSchema:
+    """The batch's columns: its one source's, or transform.sql's result over the sources."""
+    sources = [_source_schema(source) for source in spec.sources]
+    unknown = next((s for s in sources if s.schema is None), None)
+    if unknown is not None:
+        return unknown
+    if not spec.transform_sql:
+        return sources[0]
+    tables = {src.name: s.schema for src, s in zip(spec.sources, sources, strict=True) if s.schema}
+    result = transform_schema(spec.transform_sql, tables)
+    if isinstance(result, str):
+        return InputSchema(None, result)
+    origins = "; ".join(s.origin for s in sources)
+    return InputSchema(result, f"transform.sql over {origins}")
+
+
+def _source_schema(source: Source) -> InputSchema:
+    where = f"source '{source.name}'"
+    if source.format == "kafka" or source.format == "jdbc":
+        return InputSchema(None, f"{where} is {source.format}, whose columns Spark decodes")
+    if source.schema:
+        schema = ddl_arrow_schema(source.schema)
+        if schema is None:
+            return InputSchema(None, f"{where} declares a type this check does not read")
+        return InputSchema(schema, f"the schema {where} declares")
+    if source.format == "delta":
+        table = open_table(locate(source.path))
+        if table is None:
+            return InputSchema(None, f"{where}: no Delta table at {source.path} yet")
+        return InputSchema(
+            table.arrow_schema(), f"the Delta log of {where} (version {table.version})"
+        )
+    if source.format != "parquet":
+        return InputSchema(
+            None, f"Spark infers the schema of {where} ({source.format}) from its records"
+        )
+    return _parquet_schema(source, where)
+
+
+def _parquet_schema(source: Source, where: str) -> InputSchema:
+    listing = list_new_files(source.path, None)
+    if not listing.paths:
+        return InputSchema(None, f"{where} has no files under {source.path} yet")
+    first = listing.paths[0]
+    if any("=" in part for part in first[len(listing.root) :].split("/")[:-1]):
+        return InputSchema(None, f"Spark adds the partition directories of {where} as columns")
+    fs, path = filesystem(first)
+    schema = pq.read_schema(path, filesystem=fs)
+    fields = [pa.field(f.name, _as_spark_gives(f.type)) for f in schema]
+    return InputSchema(pa.schema(fields), f"the first file of {where} ({first})")
+
+
+def _as_spark_gives(kind: pa.DataType) -> pa.DataType:
+    """The Arrow type of a parquet column once Spark has read it (unsigned integers one
+    size up, timestamps in microseconds, large and view types plain)."""
+    if pa.types.is_dictionary(kind):
+        return _as_spark_gives(kind.value_type)
+    if pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
+        return pa.string()
+    if pa.types.is_large_binary(kind) or pa.types.is_binary_view(kind):
+        return pa.binary()
+    unsigned = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64()}
+    if kind in unsigned:
+        return unsigned[kind]
+    if kind == pa.uint64():
+        return pa.decimal128(20, 0)
+    if pa.types.is_timestamp(kind):
+        return pa.timestamp("us", tz="UTC" if kind.tz else None)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return pa.list_(_as_spark_gives(kind.value_type))
+    if pa.types.is_map(kind):
+        return pa.map_(_as_spark_gives(kind.key_type), _as_spark_gives(kind.item_type))
+    if pa.types.is_struct(kind):
+        return pa.struct([pa.field(f.name, _as_spark_gives(f.type)) for f in kind])
+    return kind

@@ -1,0 +1,173 @@
+"""`runner validate SPEC --against TABLE`: the schema changes a run would make, told from the
+spec's sources and transform without Spark, or why only Spark can tell.
+
+Tables are made with delta-rs; tests/spark/test_schema_mismatch.py checks that a run makes
+the changes this command lists."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from click.testing import CliRunner
+from deltalake import write_deltalake
+
+from runner.cli import cli
+from runner.spec.transform_schema import transform_schema
+
+TABLE = pa.table(
+    {
+        "id": pa.array([1], pa.int64()),
+        "city": ["a"],
+        "n": pa.array([1], pa.int32()),
+        "s": pa.array([{"a": 1}], pa.struct([("a", pa.int64())])),
+    }
+)
+
+
+def _spec(tmp_path: Path, source: dict, transform: str | None = None, **target) -> Path:
+    spec = {
+        "name": "v",
+        "sources": [{"name": "src", "path": "in", **source}],
+        **({"transform": {"sql": transform}} if transform else {}),
+        "target": {
+            "path": "table",
+            "operation": "upsert",
+            "merge_mode": "commit_time",
+            "record_key": "id",
+            "key_generator": {"partition_fields": "city"},
+            "index": {"buckets": 2},
+            **target,
+        },
+    }
+    path = tmp_path / "v.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    (tmp_path / "in").mkdir(exist_ok=True)
+    return path
+
+
+def _against(tmp_path: Path, spec: Path, table: str = "table") -> tuple[int, list[str]]:
+    write_deltalake(str(tmp_path / "table"), TABLE, mode="overwrite")
+    result = CliRunner().invoke(cli, ["validate", str(spec), "--against", str(tmp_path / table)])
+    lines = [line.replace(str(tmp_path), "T") for line in result.output.splitlines()]
+    return result.exit_code, lines
+
+
+def _parquet(tmp_path: Path, **columns: pa.Array) -> None:
+    pq.write_table(pa.table(columns), tmp_path / "in" / "a.parquet")
+
+
+def _wider_parquet(tmp_path: Path) -> None:
+    _parquet(
+        tmp_path,
+        id=pa.array([1], pa.int64()),
+        city=pa.array(["a"], pa.large_string()),
+        n=pa.array([1], pa.int64()),
+        s=pa.array([{"a": 1, "b": "x"}]),
+        note=pa.array(["x"]),
+    )
+
+
+def test_a_parquet_input_lists_the_columns_and_fields_a_run_would_add_or_widen(tmp_path):
+    spec = _spec(tmp_path, {"format": "parquet"}, schema_evolution="widen")
+    _wider_parquet(tmp_path)
+    code, lines = _against(tmp_path, spec)
+    assert (code, lines[2:]) == (
+        0,
+        [
+            "  widens n: integer -> long",
+            "  adds field s.b (string)",
+            "  adds column note (string)",
+        ],
+    )
+    assert lines[1].startswith("against T/table (version 0; input schema from the first file")
+
+
+def test_a_change_the_mode_refuses_exits_2_with_the_run_s_own_error(tmp_path):
+    spec = _spec(tmp_path, {"format": "parquet"})
+    _wider_parquet(tmp_path)
+    code, lines = _against(tmp_path, spec)
+    assert code == 2
+    assert lines[2].startswith(
+        "  refused: column n: the table stores integer, the input has the wider long; "
+        "target.schema_evolution is add: set it to widen"
+    )
+    # cast value by value instead: listed, and a run would go ahead
+    spec = _spec(tmp_path, {"format": "parquet"}, on_schema_mismatch="quarantine",
+                 quarantine={"path": "q"})  # fmt: skip
+    code, lines = _against(tmp_path, spec)
+    assert code == 0
+    assert lines[2:] == [
+        "  adds field s.b (string)",
+        "  adds column note (string)",
+        "  casts n value by value: long -> integer (a value that does not fit: "
+        "target.on_schema_mismatch quarantine)",
+    ]
+
+
+def test_a_transform_over_a_declared_schema_is_typed_where_spark_has_no_choice(tmp_path):
+    source = {"format": "json", "schema": "id long, city string, n int, s struct<a:bigint>"}
+    sql = "SELECT id, city, CAST(n AS BIGINT) AS n, s, 'web' AS origin FROM src WHERE n > 0"
+    spec = _spec(tmp_path, source, sql, schema_evolution="widen")
+    code, lines = _against(tmp_path, spec)
+    assert (code, lines[2:]) == (
+        0,
+        ["  widens n: integer -> long", "  adds column origin (string)"],
+    )
+    assert "input schema from transform.sql over the schema source 'src' declares" in lines[1]
+
+    spec = _spec(tmp_path, source, "SELECT id, upper(city) AS city, n, s FROM src")
+    code, lines = _against(tmp_path, spec)
+    assert code == 1
+    assert lines[1] == (
+        "not compared with T/table: column city of transform.sql is `UPPER(city)`, whose "
+        f"type Spark's analyzer picks; `runner run {spec} --dry-run` reads the input and "
+        "lists the schema changes a run would make"
+    ).replace(str(tmp_path), "T")
+
+
+def test_an_inferred_schema_and_a_new_table_say_what_they_are(tmp_path):
+    code, lines = _against(tmp_path, _spec(tmp_path, {"format": "json"}))
+    assert code == 1 and "Spark infers the schema of source 'src' (json)" in lines[1]
+    spec = _spec(tmp_path, {"format": "json", "schema": "id long, city string"})
+    code, lines = _against(tmp_path, spec, table="elsewhere")
+    assert (code, lines[2]) == (0, "  a first run creates it with 2 column(s)")
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        ("SELECT * FROM t", {"Id": pa.int64(), "s": pa.struct([("a", pa.int32())])}),
+        ("WITH x AS (SELECT Id AS key FROM t) SELECT key FROM x", {"key": pa.int64()}),
+        ("SELECT s.a AS a, TRUE AS flag FROM t", {"a": pa.int32(), "flag": pa.bool_()}),
+        ("SELECT Id FROM t UNION ALL SELECT Id FROM t", {"Id": pa.int64()}),
+        ("SELECT Id + 1 AS Id FROM t", "column Id of transform.sql is `Id + 1`"),
+        ("SELECT 1 AS one FROM t", "column one of transform.sql is `1`"),
+        ("SELECT id FROM t", "does not resolve here"),  # Spark would: names differ in case
+    ],
+)
+def test_which_result_types_are_told_without_spark(sql, expected):
+    tables = {"t": pa.schema([("Id", pa.int64()), ("s", pa.struct([("a", pa.int32())]))])}
+    result = transform_schema(sql, tables)
+    if isinstance(expected, str):
+        assert isinstance(result, str) and expected in result
+    else:
+        assert dict(zip(result.names, result.types, strict=True)) == expected
+
+
+def test_the_comparison_starts_no_jvm(tmp_path):
+    spec = _spec(tmp_path, {"format": "json", "schema": "id long, city string"})
+    code = (
+        "import sys; from runner.cli import cli; "
+        f"cli.main(['validate', {str(spec)!r}, '--against', {str(tmp_path / 'none')!r}], "
+        "standalone_mode=False); "
+        "assert 'pyspark.sql' not in sys.modules and 'py4j' not in sys.modules, 'Spark imported'"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "a first run creates it" in done.stdout
