@@ -91,6 +91,9 @@ class RunSummary:
     # the schema changes the run made: new columns (`note`), new nested fields
     # (`address.zip`), widened types (`amount: integer -> long`)
     columns_added: list[str] = field(default_factory=list)
+    # schema_evolution full: the table's files rewritten in a new schema (renames, drops,
+    # widenings), each a version of its own before the run's commit
+    schema_rewrites: list[dict[str, Any]] = field(default_factory=list)
     files_skipped: list[dict[str, Any]] = field(
         default_factory=list
     )  # unreadable, on_bad_file: skip
@@ -209,6 +212,12 @@ class RunSummary:
     def _after_commit_lines(self) -> list[str]:
         """New columns, and the table services run after the commit."""
         lines = []
+        for r in self.schema_rewrites:
+            lines.append(
+                f"  rewritten    {', '.join(r['changes'])}: version {r['version']}, "
+                f"{r['files_read']} file(s) rewritten as {r['files_written']} "
+                f"({human_size(r['bytes_written'])}, {r['seconds']:.1f}s)"
+            )
         if self.columns_added:  # new columns and fields, widened types
             lines.append(f"  schema       {', '.join(self.columns_added)}")
         if self.compaction:

@@ -14,15 +14,16 @@ shows its changes.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from runner.delta.schema import SchemaPlan, plan_schema
 from runner.delta.schema_evolution import SchemaChange
+from runner.delta.schema_rewrite import SchemaRewrite, pending_renames_and_drops
 from runner.delta.snapshot import open_table
-from runner.errors import SchemaChangeError
+from runner.errors import SchemaChangeError, UserError
 from runner.sources.listing import list_new_files
 from runner.spec.ddl_types import ddl_arrow_schema
 from runner.spec.model import PipelineSpec, Source
@@ -45,6 +46,7 @@ class Comparison:
     plan: SchemaPlan | None = None  # None: refused, or not compared
     refusal: str | None = None
     compared: bool = True
+    rewrite: SchemaRewrite = field(default_factory=SchemaRewrite)  # target.rename and drop
 
     @property
     def exit_code(self) -> int:
@@ -69,13 +71,24 @@ class Comparison:
         assert self.plan is not None
         if self.version is None:
             return [head, f"  a first run creates it with {len(self.plan.data_columns)} column(s)"]
-        changes = [f"  {_change_line(c)}" for c in self.plan.changes]
+        rewritten = [f"  rewrites the table's files: {c}" for c in self.rewrite.describe()]
+        rewritten += [
+            f"  rewrites the table's files: {c.describe()} (schema_evolution full)"
+            for c in self.plan.changes
+            if c.kind == "widen" and target.schema_evolution == "full"
+        ]
+        changes = [
+            f"  {_change_line(c)}"
+            for c in self.plan.changes
+            if c.kind != "widen" or target.schema_evolution != "full"
+        ]
         casts = [
             f"  casts {c.column} value by value: {c.from_type} -> {c.to_type} (a value that "
             f"does not fit: target.on_schema_mismatch {target.on_schema_mismatch})"
             for c in self.plan.casts
         ]
-        return [head, *(changes + casts or ["  no change: the input has the table's schema"])]
+        listed = rewritten + changes + casts
+        return [head, *(listed or ["  no change: the input has the table's schema"])]
 
 
 def _change_line(change: SchemaChange) -> str:
@@ -93,18 +106,23 @@ def compare_with_table(spec: PipelineSpec, table_uri: str) -> Comparison:
     if found.schema is None:
         return Comparison(table_uri, None, found.origin, compared=False)
     snapshot = open_table(locate(table_uri))
-    stored = snapshot.arrow_schema() if snapshot is not None else None
     version = snapshot.version if snapshot is not None else None
     target = spec.target
-    if target.operation == "delete":
-        plan = plan_schema(stored, stored, table_uri) if stored is not None else None
-        return Comparison(table_uri, version, found.origin, plan)
-    cast_values = target.on_schema_mismatch != "refuse"
     try:
-        plan = plan_schema(found.schema, stored, table_uri, target.schema_evolution, cast_values)
-    except SchemaChangeError as refused:
+        rewrite = SchemaRewrite()
+        if snapshot is not None and target.schema_evolution == "full":
+            rewrite = pending_renames_and_drops(snapshot, target)
+        # the batch meets the table as the run's rename and drop rewrite leaves it
+        stored = rewrite.apply(snapshot.arrow_schema()) if snapshot is not None else None
+        if target.operation == "delete":
+            plan = plan_schema(stored, stored, table_uri) if stored is not None else None
+            return Comparison(table_uri, version, found.origin, plan, rewrite=rewrite)
+        cast_values = target.on_schema_mismatch != "refuse"
+        mode = target.schema_evolution
+        plan = plan_schema(found.schema, stored, table_uri, mode, cast_values)
+    except (SchemaChangeError, UserError) as refused:
         return Comparison(table_uri, version, found.origin, refusal=str(refused))
-    return Comparison(table_uri, version, found.origin, plan)
+    return Comparison(table_uri, version, found.origin, plan, rewrite=rewrite)
 
 
 def input_schema(spec: PipelineSpec) -> InputSchema:

@@ -7,7 +7,7 @@ read the files it picks and drop the positions each file's deletion vector delet
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -34,10 +34,14 @@ def live_batches(
 
 
 def kept_batches(
-    parquet: pq.ParquetFile, keep: np.ndarray | None, schema: pa.Schema
+    parquet: pq.ParquetFile,
+    keep: np.ndarray | None,
+    schema: pa.Schema,
+    renamed: Mapping[str, str] | None = None,
 ) -> Iterator[pa.Table]:
     """The rows of a file that `keep` (a mask over all its rows; None: every row) keeps,
-    row group by row group, in `schema`."""
+    row group by row group, in `schema`; `renamed`: the file's column names that the
+    schema has under another name since (a schema rewrite), file name -> schema name."""
     offset = 0
     for batch in parquet.iter_batches():
         part = pa.Table.from_batches([batch])
@@ -46,6 +50,8 @@ def kept_batches(
             if not mask.all():
                 part = part.filter(pa.array(mask))
         offset += batch.num_rows
+        if renamed:
+            part = part.rename_columns([renamed.get(n, n) for n in part.column_names])
         yield conform(part, schema)
 
 

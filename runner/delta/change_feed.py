@@ -83,6 +83,18 @@ class VersionChanges:
 
 
 @dataclass(frozen=True)
+class SchemaRewritten:
+    """A schema rewrite's version and what it renamed (old -> new) and dropped."""
+
+    version: int
+    renamed: Mapping[str, str]
+    dropped: tuple[str, ...]
+
+
+_DROPPED = "\x00dropped"  # what a dropped column reads as: no schema's column
+
+
+@dataclass(frozen=True)
 class ChangePlan:
     """The files of versions first..last's changes; `schema`: the table's latest columns."""
 
@@ -90,6 +102,25 @@ class ChangePlan:
     last: int
     versions: tuple[VersionChanges, ...]
     schema: pa.Schema
+    # the runner's schema rewrites after `first` (schema_evolution full), in version order:
+    # a file written before one has the names (and dropped columns) from before it
+    rewrites: tuple[SchemaRewritten, ...] = ()
+
+    def renamed_at(self, version: int) -> dict[str, str]:
+        """How the files of `version` name the latest schema's columns: file name -> latest
+        name; a column dropped since maps to a name no schema has (a later column of its
+        name is another column)."""
+        names: dict[str, str] = {}  # file name -> its name after the rewrites so far
+        for rewrite in self.rewrites:
+            if rewrite.version <= version:
+                continue
+            changed = {**{c: c for c in rewrite.renamed}, **{c: c for c in rewrite.dropped}}
+            names = {**changed, **names}  # a file column not renamed before: its own name
+            names = {
+                old: _DROPPED if now in rewrite.dropped else rewrite.renamed.get(now, now)
+                for old, now in names.items()
+            }
+        return {old: now for old, now in names.items() if old != now}
 
     @property
     def files(self) -> list[ChangeFile]:
@@ -167,7 +198,14 @@ def plan_changes(location: TableLocation, table: DeltaTable, first: int, last: i
     entries = _entries(location, first, last)
     _check_feed_on(location, entries)
     versions = tuple(_version_changes(location, entry) for entry in entries)
-    plan = ChangePlan(first, last, versions, pa.schema(table.schema().to_arrow()))
+    later = _entries(location, last + 1, latest) if last < latest else []
+    rewrites = tuple(
+        SchemaRewritten(e.version, dict(meta.get("renamed", {})), tuple(meta.get("dropped", ())))
+        for e in [*entries, *later]
+        if e.version > first
+        and (meta := e.commit_info.get("runner") or {}).get("operation") == "schema_rewrite"
+    )
+    plan = ChangePlan(first, last, versions, pa.schema(table.schema().to_arrow()), rewrites)
     _check_files_kept(location, plan)
     return plan
 
@@ -181,7 +219,8 @@ def read_changes(location: TableLocation, plan: ChangePlan) -> pa.Table:
     out = pa.schema([*data, *CHANGE_COLUMNS])
     parts = []
     for change in plan.files:
-        for part in _file_rows(fs, root, change, data if change.change_type else with_type):
+        schema = data if change.change_type else with_type
+        for part in _file_rows(fs, root, change, schema, plan.renamed_at(change.version)):
             n = part.num_rows
             if change.change_type:
                 part = part.append_column(CHANGE_COLUMNS[0], pa.repeat(change.change_type, n))
@@ -192,7 +231,11 @@ def read_changes(location: TableLocation, plan: ChangePlan) -> pa.Table:
 
 
 def _file_rows(
-    fs: pafs.FileSystem, root: str, change: ChangeFile, schema: pa.Schema
+    fs: pafs.FileSystem,
+    root: str,
+    change: ChangeFile,
+    schema: pa.Schema,
+    renamed: Mapping[str, str],
 ) -> list[pa.Table]:
     parquet = pq.ParquetFile(f"{root}/{change.path}", filesystem=fs)
     rows = parquet.metadata.num_rows
@@ -202,7 +245,7 @@ def _file_rows(
     if change.marked_by is not None:
         marked = ~keep_mask(fs, root, change.marked_by, rows)
         keep = marked if keep is None else keep & marked
-    return [part for part in kept_batches(parquet, keep, schema) if part.num_rows]
+    return [part for part in kept_batches(parquet, keep, schema, renamed) if part.num_rows]
 
 
 def _entries(location: TableLocation, first: int, last: int) -> list[CommitEntry]:

@@ -2,9 +2,10 @@
 
 `add` adds new columns and new fields inside structs (a list's element struct, a map's
 value struct included); `widen` also widens types losslessly, as Delta's type widening
-table feature allows (PROTOCOL.md, "Type Widening"); `none` accepts no change. Narrowing,
-lossy changes and missing fields are refused in every mode: `TypeMerge` collects one
-line per problem, naming the column, both types and the fix. Under
+table feature allows (PROTOCOL.md, "Type Widening"); `full` widens the same types (the run
+rewrites the table's files in them: runner/services/schema_rewrite.py); `none` accepts no
+change. Narrowing, lossy changes and missing fields are refused in every mode: `TypeMerge`
+collects one line per problem, naming the column, both types and the fix. Under
 target.on_schema_mismatch fail or quarantine, a top-level scalar column of another type is
 not refused: its values are cast to the table's type one by one (runner/pipeline/value_fit.py).
 """
@@ -19,7 +20,8 @@ from typing import Any, Literal
 import pyarrow as pa
 from deltalake import Schema as DeltaSchema
 
-Mode = Literal["add", "widen", "none"]
+Mode = Literal["add", "widen", "full", "none"]
+WIDENING_MODES = ("widen", "full")  # the modes that widen a column's type
 ChangeKind = Literal["add_column", "add_field", "widen"]
 
 # A step of a path into a column: a struct field's name, or "element", "key", "value".
@@ -144,7 +146,8 @@ class TypeMerge:
         under widen); a nested type is merged field by field, never cast whole."""
         if _nested(stored) or _nested(incoming) or delta_type(stored) == delta_type(incoming):
             return True
-        return self.mode == "widen" and (widens(stored, incoming) or widens(incoming, stored))
+        widening = self.mode in WIDENING_MODES
+        return widening and (widens(stored, incoming) or widens(incoming, stored))
 
     def new_column(self, incoming: pa.Field) -> None:
         if self.mode == "none":
@@ -173,12 +176,12 @@ class TypeMerge:
             return pa.map_(stored.key_field.with_type(key), stored.item_field.with_type(value))
         if delta_type(stored) == delta_type(incoming):
             return stored
-        if widens(stored, incoming) and self.mode == "widen":
+        if widens(stored, incoming) and self.mode in WIDENING_MODES:
             self.changes.append(
                 SchemaChange("widen", at, delta_type(incoming), from_type=delta_type(stored))
             )
             return incoming
-        if widens(incoming, stored) and self.mode == "widen":
+        if widens(incoming, stored) and self.mode in WIDENING_MODES:
             return stored  # the input's values are cast up to the table's type
         self.problems.append(_refusal(stored, incoming, at, self.mode))
         return stored

@@ -87,6 +87,7 @@ class Commit:
     buckets: frozenset[Group] = frozenset()  # buckets it replaces or creates
     configuration: Mapping[str, str] | None = None  # a new metaData configuration
     schema: pa.Schema | None = None  # its files' schema (None: the table's)
+    schema_json: str | None = None  # a new Delta schema for the metaData (with configuration)
     app_id: str | None = None  # a Delta app transaction (`txn`): this batch is committed
     data_change: bool = True  # False: no row changed (expansion, compaction)
 
@@ -272,6 +273,20 @@ class ExpansionRule:
 
 
 @dataclass(frozen=True)
+class RewriteRule:
+    """A commit that replaces every file of the table (a schema rewrite) goes on only where
+    no other writer committed since it read the table."""
+
+    def conflict(
+        self, changes: Commit, read: TableSnapshot, latest: TableSnapshot, attempt: int
+    ) -> CommitConflictError | None:
+        return CommitConflictError(
+            f"another writer committed version {latest.version} of {latest.uri} while the "
+            f"{changes.writer} read the table; nothing was committed: run again"
+        )
+
+
+@dataclass(frozen=True)
 class CompactionRule:
     """A compaction's commit goes on unless the settings changed; buckets whose files or
     deletion vectors changed clash (its resolver drops them)."""
@@ -355,7 +370,7 @@ def _entry(snapshot: TableSnapshot, changes: Commit) -> list[dict[str, Any]]:
     if changes.app_id:
         actions.append(txn_action(changes.app_id, now))
     if changes.configuration is not None:
-        actions.append(metadata_action(snapshot.table, changes.configuration))
+        actions.append(metadata_action(snapshot.table, changes.configuration, changes.schema_json))
     for update in changes.deletion_vectors:
         actions += [remove_action(update.file, now, data_change=True), re_add_action(update, now)]
     actions += [remove_action(f, now, changes.data_change) for f in changes.removed]

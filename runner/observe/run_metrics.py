@@ -122,6 +122,7 @@ ROW_OUTCOMES = ("read", "inserted", "updated", "deleted", "unchanged", "dropped"
 RUN_STAGES = (
     "start",
     "sources",
+    "rewrite",
     "plan",
     "keys",
     "quarantine",
@@ -132,8 +133,8 @@ RUN_STAGES = (
     "clean",
 )
 # The rules runner/pipeline/quality.py rejects rows by besides the spec's expectations
-# (KEY_RULE, MALFORMED_RULE); reported at 0 for the same reason.
-BUILT_IN_RULES = ("key_generator", "malformed_record")
+# (KEY_RULE, MALFORMED_RULE, MISMATCH_RULE); reported at 0 for the same reason.
+BUILT_IN_RULES = ("key_generator", "malformed_record", "schema_mismatch")
 
 # A metric's values by its own label's value ("" for a metric without one).
 Values = dict[MetricDef, dict[str, float]]

@@ -67,7 +67,7 @@ def plan_batch(
         check_feed_columns(batch.schema, target)
         input_columns = tuple(batch.columns)
         batch = with_history_columns(batch, target)
-        schema = _plan_schema(batch, target, snapshot)
+        schema = plan_table_schema(batch, target, snapshot)
         # the types are checked as they are stored: after a cast to the table's
         batch = cast_to_table(batch, schema.casts)
         check_operation_types(batch.schema, target)
@@ -171,13 +171,17 @@ def _refuse_text_order(schema: StructType, target: Target) -> None:
     )
 
 
-def _plan_schema(batch: DataFrame, target: Target, snapshot: TableSnapshot | None) -> SchemaPlan:
+def plan_table_schema(
+    batch: DataFrame, target: Target, snapshot: TableSnapshot | None
+) -> SchemaPlan:
+    """The schema plan of `batch`'s stored columns against the table's."""
     table_schema = snapshot.arrow_schema() if snapshot else None
     if target.operation == "delete":
         if table_schema is None:
             raise UserError(f"operation delete needs an existing table; none at {target.path}")
         return plan_schema(table_schema, table_schema, target.path)
-    data = batch.drop(*not_stored(target))
+    internal = [c for c in batch.columns if c.startswith(RESERVED_PREFIX)]  # value_fit.py's
+    data = batch.drop(*not_stored(target), *internal)
     incoming = to_arrow_schema(data.schema, timestamp_utc=True)
     cast_values = target.on_schema_mismatch != "refuse"
     schema = plan_schema(incoming, table_schema, target.path, target.schema_evolution, cast_values)

@@ -2,6 +2,8 @@
 
     preflight      (preflight.py)     settings, merger class, stored settings, batch id; no JVM
     sources        (inputs.py)        starting points, source plans, the Spark session
+    rewrite        (rewrite_stage.py) schema_evolution full: renames, drops, widenings
+                                      rewritten into the table's files, a version of its own
     plan           (batch.py)         the batch read, checked, keyed and judged (a Spark plan)
     keys           (judge.py)         rows per touched bucket, verdicts enforced, quarantine
     bucket plan    (bucket_plan.py)   each touched bucket's stored files, the merge's place
@@ -48,6 +50,7 @@ from runner.pipeline.judge import count_batch, judge, quarantine_skipped, verdic
 from runner.pipeline.preflight import preflight
 from runner.pipeline.quality import FATE, bucket_counts_and_verdicts
 from runner.pipeline.remerge import Remerge
+from runner.pipeline.rewrite_stage import rewrite_renamed_and_dropped, rewrite_widened
 from runner.pipeline.winners import single_pass
 from runner.pipeline.write_stage import MergeInput, write_buckets, write_bulk
 from runner.progress import Progress
@@ -121,6 +124,7 @@ class Outcome:
     write: dict[str, Any] = field(default_factory=dict)  # the figures of the write stages
     committed: Committed | None = None  # None: the run did not get to its commit stage
     checkpoints_version: int | None = None  # nothing new, but chosen checkpoints recorded
+    rewrites: tuple[dict[str, Any], ...] = ()  # schema_evolution full: the table rewritten
 
     def figures(self) -> dict[str, Any]:
         committed = self.committed
@@ -132,6 +136,7 @@ class Outcome:
             "version": version,
             "nothing_new": not reached,
             "columns_added": list(committed.columns_added) if committed is not None else [],
+            "schema_rewrites": list(self.rewrites),
             "files_skipped": [
                 {"source": b.source, "path": b.path, "reason": b.reason} for b in self.skipped
             ],
@@ -201,14 +206,17 @@ def _ingest(
         log.info("nothing_new", sources=[p.source.name for p in inputs.plans])
         return Outcome(inputs, inputs.spark, files_skipped, checkpoints_version=recorded)
     assert inputs.spark is not None
+    snapshot, renamed = rewrite_renamed_and_dropped(ctx, inputs.spark, snapshot)
     with reading(ctx.spec.sources):
         batch = plan_batch(ctx, inputs.spark, inputs.plans, snapshot)
         try:
+            snapshot, batch, widened = rewrite_widened(ctx, inputs.spark, snapshot, batch)
             stages = _bulk_insert if single_pass(ctx.target) else _merge
             figures, committed = stages(ctx, _ToWrite(inputs, batch, snapshot, skipped))
         finally:
             batch.release()
-    return Outcome(inputs, inputs.spark, files_skipped, figures, committed)
+    rewrites = tuple(r for r in (renamed, widened) if r is not None)
+    return Outcome(inputs, inputs.spark, files_skipped, figures, committed, rewrites=rewrites)
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,8 @@ def _target(target: dict[str, Any], base: Path) -> Target:
         **_given(target, "operation", "table_type", "filter_dupes", "commit_retries"),
         **_given(target, "change_data_feed", "skip_unchanged", "bulk_insert_sort"),
         **_given(target, "schema_evolution", "on_schema_mismatch"),
+        rename=dict(target.get("rename", {})),
+        drop=tuple(target.get("drop", ())),
         quarantine=_quarantine(target.get("quarantine"), base),
         key_generator=keygen,
         index=IndexSpec(

@@ -40,7 +40,7 @@ def column_problems(doc: Located, file: str) -> list[SpecProblem]:
         return []
     columns = (*declared, *(c for c in discovered if c not in declared))
     problems: dict[tuple[Path_, str], SpecProblem] = {}  # a name given twice, said once
-    for role, name, roots in _named_columns(data["target"]):
+    for role, name, roots in named_columns(data["target"]):
         column = name.split(".")[0]
         if column in columns:
             continue
@@ -75,7 +75,7 @@ def _partition_directories(path: str, base: Path) -> list[str] | None:
     return found
 
 
-def _named_columns(target: dict[str, Any]) -> Iterator[tuple[str, str, tuple[Path_, ...]]]:
+def named_columns(target: dict[str, Any]) -> Iterator[tuple[str, str, tuple[Path_, ...]]]:
     """(role, field name, where the spec may give it) for every input field the target
     reads; the run checks the same ones (runner/pipeline/key_columns.py and batch.py)."""
     t: Path_ = ("target",)

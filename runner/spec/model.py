@@ -14,7 +14,7 @@ from typing import Literal
 Operation = Literal["upsert", "insert", "bulk_insert", "delete"]
 TableType = Literal["COPY_ON_WRITE", "MERGE_ON_READ"]
 BulkInsertSort = Literal["none", "by_key"]  # target.bulk_insert_sort
-SchemaEvolution = Literal["add", "widen", "none"]  # target.schema_evolution
+SchemaEvolution = Literal["add", "widen", "full", "none"]  # target.schema_evolution
 # target.on_schema_mismatch: refuse an input column of another type, or cast its values one
 # by one, a value that does not fit failing the run or going to quarantine
 OnSchemaMismatch = Literal["refuse", "fail", "quarantine"]
@@ -251,6 +251,10 @@ class Target:
     skip_unchanged: bool = True  # a row equal to its stored row is neither written nor counted
     schema_evolution: SchemaEvolution = "add"  # what an input's schema may change in the table's
     on_schema_mismatch: OnSchemaMismatch = "refuse"  # a column whose type the mode refuses
+    # schema_evolution full: top-level columns renamed (old -> new) and dropped, the
+    # table's files rewritten once in the new schema
+    rename: Mapping[str, str] = field(default_factory=dict)
+    drop: tuple[str, ...] = ()
     cleaning: CleaningSpec = field(default_factory=CleaningSpec)
     compaction: CompactionSpec = field(default_factory=CompactionSpec)
     commit_retries: int = 3  # re-merges after another writer changed the same buckets

@@ -11,6 +11,7 @@ from typing import Any
 
 from runner.errors import SpecProblem
 from runner.hudi.merge_names import from_properties
+from runner.spec.columns import named_columns
 from runner.spec.derived import FILE_FORMATS, TEXT_FORMATS, merge_settings, model_default
 from runner.spec.keygen_settings import field_list, resolve_key_generator
 from runner.spec.located import Located, Path_, Problems, strings_with_paths
@@ -40,6 +41,7 @@ def semantic_problems(doc: Located, file: str) -> list[SpecProblem]:
         problem(where, f"applies to operation bulk_insert, not {operation}")
     _check_deletes_handed_on(data, operation, problem)
     _check_quarantine(data, problem)
+    _check_rename_drop(target, problem)
     for path, text in strings_with_paths(data, ()):
         for bad in malformed_refs(text):
             problem(
@@ -241,6 +243,43 @@ def _check_merge(target: dict[str, Any], operation: str, problem: Problems) -> M
     if "merger" in target and merge_mode != "custom":
         problem(("target", "merger"), f"applies to merge_mode custom, not {merge_mode}")
     return merge_mode
+
+
+def _check_rename_drop(target: dict[str, Any], problem: Problems) -> None:
+    """target.rename and target.drop: under schema_evolution full, never a column the target
+    names (it would be renamed or dropped away from the spec), never two ways at once."""
+    renames, drops = target.get("rename", {}), target.get("drop", [])
+    if not renames and not drops:
+        return
+    if target.get("schema_evolution") != "full":
+        where = ("target", "rename" if renames else "drop")
+        problem(
+            where,
+            "renames and drops need target.schema_evolution: full (the table's "
+            "files are rewritten once in the new schema)",
+        )
+    named = {name.split(".")[0]: role for role, name, _ in named_columns(target)}
+    for old, new in renames.items():
+        if old in named:
+            problem(
+                ("target", "rename", old),
+                f"{old} is the {named[old]}: renaming it away "
+                f"would leave the spec naming a column the table no longer has; name {new} "
+                "in the spec instead, as the input will",
+            )
+        elif old == new or new in renames or list(renames.values()).count(new) > 1:
+            problem(
+                ("target", "rename", old),
+                f"rename {old} -> {new}: each new name must be "
+                "given once, differ from its old one and not be renamed again",
+            )
+        elif new in drops:
+            problem(("target", "rename", old), f"{new} is also in target.drop")
+    for i, name in enumerate(drops):
+        if name in named:
+            problem(("target", "drop", i), f"{name} is the {named[name]}: it cannot be dropped")
+        elif name in renames:
+            problem(("target", "drop", i), f"{name} is also renamed in target.rename")
 
 
 def _check_quarantine(data: dict[str, Any], problem: Problems) -> None:

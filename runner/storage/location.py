@@ -112,7 +112,8 @@ class TableLocation:
             if fs.get_file_info(self.scratch).type != pafs.FileType.NotFound:
                 fs.delete_dir(self.scratch)
             parent = self.scratch.rsplit("/", 1)[0]  # the last dry run's leaves none behind
-            if not fs.get_file_info(pafs.FileSelector(parent, allow_not_found=True)):
+            exists = fs.get_file_info(parent).type != pafs.FileType.NotFound
+            if exists and not fs.get_file_info(pafs.FileSelector(parent, allow_not_found=True)):
                 fs.delete_dir(parent)
 
     def storage_options(self) -> dict[str, str] | None:

@@ -136,6 +136,7 @@ def test_names_types_and_labels_follow_prometheus_conventions():
         "known_city": 0,
         "key_generator": 2,
         "malformed_record": 0,
+        "schema_mismatch": 0,
     }
     assert value(samples, "runner_written_bytes_total") == 123_456
     assert value(samples, "runner_files_added_total") == 6
@@ -267,9 +268,9 @@ def test_every_stage_a_run_times_is_in_the_stage_list():
 
 
 def test_the_built_in_rules_are_the_pipeline_s():
-    from runner.pipeline.quality import KEY_RULE, MALFORMED_RULE
+    from runner.pipeline.quality import KEY_RULE, MALFORMED_RULE, MISMATCH_RULE
 
-    assert run_metrics.BUILT_IN_RULES == (KEY_RULE, MALFORMED_RULE)
+    assert run_metrics.BUILT_IN_RULES == (KEY_RULE, MALFORMED_RULE, MISMATCH_RULE)
 
 
 # ---------------------------------------------------------------- the table after a run

@@ -202,3 +202,28 @@ def test_cast_values_casts_scalar_columns_and_still_refuses_nested_ones() -> Non
         SchemaChangeError, match=r"column s\.a: the table stores long, the input has string"
     ):
         plan_schema(nested, stored, "/t", "add", cast_values=True)
+
+
+def test_change_files_before_schema_rewrites_are_read_under_their_new_names() -> None:
+    """A change data file written before renames (and drops) reads as the latest schema
+    names its columns: renames compose, a dropped column is no later column of its name."""
+    from runner.delta.change_feed import ChangePlan, SchemaRewritten
+
+    plan = ChangePlan(
+        0,
+        9,
+        (),
+        pa.schema([]),
+        (
+            SchemaRewritten(3, {"a": "b"}, ("c",)),
+            SchemaRewritten(6, {"b": "d"}, ()),
+            SchemaRewritten(8, {}, ("d",)),
+        ),
+    )
+    gone = "\x00dropped"
+    assert plan.renamed_at(2) == {"a": gone, "b": gone, "c": gone, "d": gone}
+    assert plan.renamed_at(4) == {"b": gone, "d": gone}
+    assert plan.renamed_at(8) == {}
+    plan = ChangePlan(0, 9, (), pa.schema([]), plan.rewrites[:2])
+    assert plan.renamed_at(2) == {"a": "d", "c": "\x00dropped", "b": "d"}
+    assert plan.renamed_at(5) == {"b": "d"}

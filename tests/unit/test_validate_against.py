@@ -171,3 +171,43 @@ def test_the_comparison_starts_no_jvm(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "a first run creates it" in done.stdout
+
+
+def test_renames_and_drops_are_checked_and_listed_before_the_rewrite(tmp_path):
+    source = {"format": "json", "schema": "id long, city string, total int, s struct<a:bigint>"}
+    spec = _spec(tmp_path, source, schema_evolution="full", rename={"n": "total"})
+    code, lines = _against(tmp_path, spec)
+    assert (code, lines[2:]) == (0, ["  rewrites the table's files: n renamed total"])
+
+    spec = _spec(tmp_path, {**source, "schema": "id long, city string, n bigint"},
+                 schema_evolution="full", drop=["s"])  # fmt: skip
+    code, lines = _against(tmp_path, spec)
+    assert (code, lines[2:]) == (
+        0,
+        [
+            "  rewrites the table's files: s dropped",
+            "  rewrites the table's files: n: integer -> long (schema_evolution full)",
+        ],
+    )
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        ({"rename": {"n": "total"}}, "target.rename: renames and drops need target.schema_"),
+        (
+            {"schema_evolution": "full", "rename": {"city": "town"}},
+            "target.rename.city: city is the partition field: renaming it away",
+        ),
+        ({"schema_evolution": "full", "drop": ["id"]}, "target.drop[0]: id is the record key"),
+        (
+            {"schema_evolution": "full", "rename": {"a": "b"}, "drop": ["b"]},
+            "target.rename.a: b is also in target.drop",
+        ),
+    ],
+)
+def test_rename_and_drop_settings_are_checked_without_spark(tmp_path, target, expected):
+    spec = _spec(tmp_path, {"format": "json"}, **target)
+    result = CliRunner().invoke(cli, ["validate", str(spec)])
+    assert result.exit_code == 2
+    assert expected in result.output, result.output

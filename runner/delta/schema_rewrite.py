@@ -1,0 +1,111 @@
+"""What a schema rewrite changes (schema_evolution full): the spec's pending renames and
+drops, a run's widenings, as a table's top-level columns. Decided from the Delta log and the
+spec, without Spark: `runner validate --against` applies them too; the rewrite itself is
+runner/services/schema_rewrite.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from runner.delta.schema import SchemaPlan
+from runner.delta.snapshot import TableSnapshot
+from runner.errors import UserError
+from runner.spec.model import Target
+from runner.storage.meta_columns import META_COLUMNS
+
+
+@dataclass(frozen=True)
+class SchemaRewrite:
+    """What a rewrite changes in the table's top-level columns."""
+
+    renames: Mapping[str, str] = field(default_factory=dict)  # old name -> new
+    drops: tuple[str, ...] = ()
+    widened: Mapping[str, pa.DataType] = field(default_factory=dict)  # column -> wider type
+
+    def __bool__(self) -> bool:
+        return bool(self.renames or self.drops or self.widened)
+
+    def describe(self) -> list[str]:
+        return [
+            *(f"{old} renamed {new}" for old, new in self.renames.items()),
+            *(f"{name} dropped" for name in self.drops),
+            *(f"{name} widened to {kind}" for name, kind in self.widened.items()),
+        ]
+
+    def apply(self, schema: pa.Schema) -> pa.Schema:
+        """`schema` (the table's files') after the rewrite."""
+        fields = [
+            pa.field(self.renames.get(f.name, f.name), self.widened.get(f.name, f.type))
+            for f in schema
+            if f.name not in self.drops
+        ]
+        return pa.schema(fields)
+
+
+def pending_renames_and_drops(snapshot: TableSnapshot, target: Target) -> SchemaRewrite:
+    """The renames and drops of the spec the table has not had yet. A rename is done once
+    the table has its new name; a drop once the table lacks the column."""
+    names = set(snapshot.arrow_schema().names)
+    renames = {}
+    for old, new in target.rename.items():
+        if old in names and new in names:
+            raise UserError(
+                f"target.rename {old} -> {new}: the table at {target.path} has both columns; "
+                f"drop one of them first (target.drop), or remove the entry"
+            )
+        if old in names:
+            renames[old] = new
+        elif new not in names:
+            raise UserError(
+                f"target.rename {old} -> {new}: the table at {target.path} has neither column "
+                f"(its columns: {', '.join(n for n in sorted(names) if n not in META_COLUMNS)})"
+            )
+    rewrite = SchemaRewrite(renames, tuple(c for c in target.drop if c in names))
+    _refuse_own_columns(rewrite, target)
+    return rewrite
+
+
+def _refuse_own_columns(rewrite: SchemaRewrite, target: Target) -> None:
+    """The runner's meta columns, and an SCD type 2 table's history columns, stay."""
+    own = set(META_COLUMNS)
+    if target.keeps_history:
+        scd = target.scd
+        own |= {scd.start_column, scd.end_column, scd.current_column}
+    touched = sorted(own & {*rewrite.renames, *rewrite.drops})
+    if touched:
+        raise UserError(
+            f"target.rename and target.drop cannot change {', '.join(touched)}: the runner "
+            "keeps these columns itself"
+        )
+
+
+def widenings(plan: SchemaPlan, stored: pa.Schema) -> SchemaRewrite:
+    """The widenings of a run's schema plan as a rewrite of their top-level columns: each
+    to its wider type, with only the types changed (fields the run adds inside a struct
+    are added to the schema alone, as under `add`)."""
+    widened = {c.steps[0][1] for c in plan.changes if c.kind == "widen"}
+    return SchemaRewrite(
+        widened={
+            name: _widened_only(stored.field(name).type, plan.file_schema.field(name).type)
+            for name in sorted(widened)
+        }
+    )
+
+
+def _widened_only(stored: pa.DataType, wider: pa.DataType) -> pa.DataType:
+    """`stored` with the types `wider` gives its fields, and no field of `wider` it lacks."""
+    if pa.types.is_struct(stored):
+        given = {f.name: f for f in wider}
+        return pa.struct([f.with_type(_widened_only(f.type, given[f.name].type)) for f in stored])
+    if pa.types.is_list(stored) or pa.types.is_large_list(stored):
+        element = _widened_only(stored.value_type, wider.value_type)
+        return pa.list_(stored.value_field.with_type(element))
+    if pa.types.is_map(stored):
+        key = _widened_only(stored.key_type, wider.key_type)
+        value = _widened_only(stored.item_type, wider.item_type)
+        return pa.map_(stored.key_field.with_type(key), stored.item_field.with_type(value))
+    return wider
