@@ -19,9 +19,13 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from runner.delta.schema import SchemaPlan, plan_schema
+from runner.delta.schema import SchemaPlan, plan_schema, refuse_key_widenings
 from runner.delta.schema_evolution import SchemaChange
-from runner.delta.schema_rewrite import SchemaRewrite, pending_renames_and_drops
+from runner.delta.schema_rewrite import (
+    SchemaRewrite,
+    pending_renames_and_drops,
+    refuse_stale_input,
+)
 from runner.delta.snapshot import open_table
 from runner.errors import SchemaChangeError, UserError
 from runner.sources.listing import list_new_files
@@ -117,9 +121,11 @@ def compare_with_table(spec: PipelineSpec, table_uri: str) -> Comparison:
         if target.operation == "delete":
             plan = plan_schema(stored, stored, table_uri) if stored is not None else None
             return Comparison(table_uri, version, found.origin, plan, rewrite=rewrite)
+        refuse_stale_input(found.schema.names, target)
         cast_values = target.on_schema_mismatch != "refuse"
         mode = target.schema_evolution
         plan = plan_schema(found.schema, stored, table_uri, mode, cast_values)
+        refuse_key_widenings(plan, target)
     except (SchemaChangeError, UserError) as refused:
         return Comparison(table_uri, version, found.origin, refusal=str(refused))
     return Comparison(table_uri, version, found.origin, plan, rewrite=rewrite)
@@ -137,6 +143,10 @@ def input_schema(spec: PipelineSpec) -> InputSchema:
     columns = [f for f in columns if f.name not in dropped]
     if target.keeps_history:
         assert target.cdc is not None
+        if target.cdc.sequence_by not in found.schema.names:
+            return InputSchema(
+                None, f"the input has no column {target.cdc.sequence_by} (cdc.sequence_by)"
+            )
         sequence = found.schema.field(target.cdc.sequence_by).type
         scd = target.scd
         columns += [
@@ -186,17 +196,49 @@ def _source_schema(source: Source) -> InputSchema:
     return _parquet_schema(source, where)
 
 
+# The newest files of a parquet source whose footers are read: Spark takes one file's
+# schema, so every file of them must agree for the check to know which.
+FOOTERS_READ = 50
+
+
 def _parquet_schema(source: Source, where: str) -> InputSchema:
     listing = list_new_files(source.path, None)
     if not listing.paths:
         return InputSchema(None, f"{where} has no files under {source.path} yet")
-    first = listing.paths[0]
-    if any("=" in part for part in first[len(listing.root) :].split("/")[:-1]):
+    newest = listing.paths[-FOOTERS_READ:]
+    if any("=" in part for p in newest for part in p[len(listing.root) :].split("/")[:-1]):
         return InputSchema(None, f"Spark adds the partition directories of {where} as columns")
-    fs, path = filesystem(first)
-    schema = pq.read_schema(path, filesystem=fs)
-    fields = [pa.field(f.name, _as_spark_gives(f.type)) for f in schema]
-    return InputSchema(pa.schema(fields), f"the first file of {where} ({first})")
+    schemas = {path: _footer_schema(path) for path in newest}
+    first, schema = next(iter(schemas.items()))
+    other = next((p for p, s in schemas.items() if not s.equals(schema)), None)
+    if other is not None:
+        return InputSchema(
+            None,
+            f"the files of {where} differ in schema ({first} and {other}), and Spark takes "
+            "the schema of whichever it reads first",
+        )
+    files = f"{len(newest)} newest file(s)" if len(newest) > 1 else "file"
+    return InputSchema(schema, f"the {files} of {where} ({newest[-1]})")
+
+
+def _footer_schema(path: str) -> pa.Schema:
+    """A parquet file's columns as Spark reads them (INT96 timestamps are Spark's
+    `timestamp`, which pyarrow reads without a time zone)."""
+    fs, local = filesystem(path)
+    parquet = pq.ParquetFile(local, filesystem=fs)
+    int96 = {
+        parquet.schema.column(i).path.split(".")[0]
+        for i in range(len(parquet.schema))
+        if parquet.schema.column(i).physical_type == "INT96"
+    }
+    return pa.schema(
+        [
+            pa.field(
+                f.name, pa.timestamp("us", tz="UTC") if f.name in int96 else _as_spark_gives(f.type)
+            )
+            for f in parquet.schema_arrow
+        ]
+    )
 
 
 def _as_spark_gives(kind: pa.DataType) -> pa.DataType:

@@ -11,8 +11,16 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from runner.delta.schema_evolution import Mode, SchemaChange, TypeMerge, ValueCast, delta_type
+from runner.delta.schema_evolution import (
+    Mode,
+    SchemaChange,
+    TypeMerge,
+    ValueCast,
+    delta_type,
+    keeps_key_text,
+)
 from runner.errors import SchemaChangeError
+from runner.spec.model import Target
 from runner.storage.meta_columns import META_COLUMNS, META_FIELDS
 
 
@@ -67,8 +75,9 @@ def plan_schema(
             f"{f.name} ({delta_type(f.type)}){_renamed(f.name, by_name)}" for f in missing
         )
         raise SchemaChangeError(
-            f"the input lacks column(s) the table at {table_path} has: {cols}. Dropping a "
-            "column is not supported; select it in the transform (NULL AS name, cast to its type)"
+            f"the input lacks column(s) the table at {table_path} has: {cols}. Select it in "
+            "the transform (NULL AS name, cast to its type), or drop or rename it in the "
+            "table: target.drop or target.rename under target.schema_evolution: full"
         )
     merge = TypeMerge(mode, cast_values)
     columns = [merge.column(f, by_name[f.name]) for f in stored]
@@ -86,3 +95,23 @@ def plan_schema(
     # the table's own order and types for existing columns, widened where the input is wider
     schema = pa.schema([*META_FIELDS, *map(_nullable, columns), *new])
     return SchemaPlan(schema, tuple(merge.changes), tuple(merge.casts))
+
+
+def refuse_key_widenings(plan: SchemaPlan, target: Target) -> None:
+    """A column the record key, the partition path or the bucket hash reads may widen only
+    where its values keep their text there (runner/fields.py): an upsert would otherwise
+    key a stored row anew (`5` -> `5.0`), and write it a second time."""
+    fields = (*target.record_key, *target.key_generator.partition_fields, *target.index.hash_fields)
+    named = {f.split(".")[0] for f in fields}
+    for change in plan.changes:
+        column = change.steps[0][1]
+        if change.kind != "widen" or column not in named or change.from_type is None:
+            continue
+        if not keeps_key_text(change.from_type, change.to_type):
+            raise SchemaChangeError(
+                f"column {column}: the record key, partition path or bucket hash reads it, and "
+                f"widening it from {change.from_type} to {change.to_type} changes its values' "
+                "text there, so stored rows would no longer match their keys; cast it back in "
+                f"the transform (CAST({column} AS {change.from_type.upper()}) AS {column}), or "
+                "load a new table"
+            )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -135,7 +136,8 @@ class TypeMerge:
 
     def column(self, stored: pa.Field, incoming: pa.Field) -> pa.Field:
         """The table's column after this input: its type, widened or with new fields."""
-        if self.cast_values and not self._accepts(stored.type, incoming.type):
+        by_value = self.cast_values and castable(incoming.type, stored.type)
+        if by_value and not self._accepts(stored.type, incoming.type):
             cast = ValueCast(stored.name, delta_type(stored.type), delta_type(incoming.type))
             self.casts.append(cast)
             return stored
@@ -216,6 +218,48 @@ class TypeMerge:
             self.changes.append(SchemaChange("add_field", where, delta_type(f.type)))
             fields.append(f.with_nullable(True))
         return pa.struct(fields)
+
+
+def _kind(kind: pa.DataType) -> str:
+    """A scalar type's family, as Spark's casts between them go."""
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return "text"
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind):
+        return "number"
+    if pa.types.is_boolean(kind):
+        return "boolean"
+    if pa.types.is_date(kind) or pa.types.is_timestamp(kind):
+        return "time"
+    return "other"  # binary, nested, ...: cast only to itself
+
+
+# What a value of one family may be cast to, value by value (target.on_schema_mismatch):
+# the casts Spark's try_cast makes whose result can be checked against the input (a
+# number to a time is seconds since the epoch in Spark: a guess, not a fit).
+_CASTS = {
+    "text": {"text", "number", "boolean", "time"},
+    "number": {"text", "number", "boolean"},
+    "boolean": {"text", "number", "boolean"},
+    "time": {"text", "time"},
+}
+
+
+def castable(incoming: pa.DataType, stored: pa.DataType) -> bool:
+    """A value of type `incoming` may be cast to `stored` one by one, and checked."""
+    return _kind(stored) in _CASTS.get(_kind(incoming), set())
+
+
+def keeps_key_text(from_type: str, to_type: str) -> bool:
+    """A widening from Delta type `from_type` to `to_type` keeps every value's text in a
+    record key, partition path and bucket hash (runner/fields.py): an integer to a wider
+    integer, a decimal to more digits before the point."""
+    integers = ("byte", "short", "integer", "long")
+    if from_type in integers and to_type in integers:
+        return True
+    decimals = [re.fullmatch(r"decimal\((\d+),(\d+)\)", t) for t in (from_type, to_type)]
+    if decimals[0] and decimals[1]:
+        return decimals[0].group(2) == decimals[1].group(2)
+    return False
 
 
 def _nested(kind: pa.DataType) -> bool:

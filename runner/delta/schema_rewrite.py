@@ -7,11 +7,12 @@ runner/services/schema_rewrite.py.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
 from runner.delta.schema import SchemaPlan
+from runner.delta.schema_evolution import delta_type
 from runner.delta.snapshot import TableSnapshot
 from runner.errors import UserError
 from runner.spec.model import Target
@@ -24,7 +25,8 @@ class SchemaRewrite:
 
     renames: Mapping[str, str] = field(default_factory=dict)  # old name -> new
     drops: tuple[str, ...] = ()
-    widened: Mapping[str, pa.DataType] = field(default_factory=dict)  # column -> wider type
+    # a column (by its name in the table before the rewrite) -> its wider type
+    widened: Mapping[str, pa.DataType] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.renames or self.drops or self.widened)
@@ -33,8 +35,22 @@ class SchemaRewrite:
         return [
             *(f"{old} renamed {new}" for old, new in self.renames.items()),
             *(f"{name} dropped" for name in self.drops),
-            *(f"{name} widened to {kind}" for name, kind in self.widened.items()),
+            *(f"{name} widened to {delta_type(kind)}" for name, kind in self.widened.items()),
         ]
+
+    def with_widenings(self, plan: SchemaPlan, stored: pa.Schema) -> SchemaRewrite:
+        """This rewrite and the widenings of `plan`, a batch's schema plan made against
+        the table as this rewrite leaves it (`stored`: the table's schema before it)."""
+        old_name = {new: old for old, new in self.renames.items()}
+        after = self.apply(stored)
+        widened = {
+            old_name.get(c.steps[0][1], c.steps[0][1]): _widened_only(
+                after.field(c.steps[0][1]).type, plan.file_schema.field(c.steps[0][1]).type
+            )
+            for c in plan.changes
+            if c.kind == "widen"
+        }
+        return replace(self, widened={**self.widened, **widened})
 
     def apply(self, schema: pa.Schema) -> pa.Schema:
         """`schema` (the table's files') after the rewrite."""
@@ -52,14 +68,16 @@ def pending_renames_and_drops(snapshot: TableSnapshot, target: Target) -> Schema
     names = set(snapshot.arrow_schema().names)
     renames = {}
     for old, new in target.rename.items():
-        if old in names and new in names:
+        taken = [n for n in names if n.lower() == new.lower() and n != old]
+        if old in names and taken:
             raise UserError(
-                f"target.rename {old} -> {new}: the table at {target.path} has both columns; "
-                f"drop one of them first (target.drop), or remove the entry"
+                f"target.rename {old} -> {new}: the table at {target.path} has both {old} and "
+                f"{taken[0]} (names match regardless of case); drop one of them first "
+                "(target.drop), or remove the entry"
             )
         if old in names:
             renames[old] = new
-        elif new not in names:
+        elif not any(n.lower() == new.lower() for n in names):
             raise UserError(
                 f"target.rename {old} -> {new}: the table at {target.path} has neither column "
                 f"(its columns: {', '.join(n for n in sorted(names) if n not in META_COLUMNS)})"
@@ -83,19 +101,6 @@ def _refuse_own_columns(rewrite: SchemaRewrite, target: Target) -> None:
         )
 
 
-def widenings(plan: SchemaPlan, stored: pa.Schema) -> SchemaRewrite:
-    """The widenings of a run's schema plan as a rewrite of their top-level columns: each
-    to its wider type, with only the types changed (fields the run adds inside a struct
-    are added to the schema alone, as under `add`)."""
-    widened = {c.steps[0][1] for c in plan.changes if c.kind == "widen"}
-    return SchemaRewrite(
-        widened={
-            name: _widened_only(stored.field(name).type, plan.file_schema.field(name).type)
-            for name in sorted(widened)
-        }
-    )
-
-
 def _widened_only(stored: pa.DataType, wider: pa.DataType) -> pa.DataType:
     """`stored` with the types `wider` gives its fields, and no field of `wider` it lacks."""
     if pa.types.is_struct(stored):
@@ -109,3 +114,18 @@ def _widened_only(stored: pa.DataType, wider: pa.DataType) -> pa.DataType:
         value = _widened_only(stored.item_type, wider.item_type)
         return pa.map_(stored.key_field.with_type(key), stored.item_field.with_type(value))
     return wider
+
+
+def refuse_stale_input(names: list[str], target: Target) -> None:
+    """Under `full`, the batch must not bring back a column target.drop drops or a name
+    target.rename renames away: each run would drop (or rename) it again, and add it anew
+    with only that batch's values."""
+    if target.schema_evolution != "full":
+        return
+    stale = [n for n in names if n in target.drop or n in target.rename]
+    if stale:
+        raise UserError(
+            f"the input has column(s) {', '.join(stale)}, which target.drop drops or "
+            "target.rename renames away: leave them out in the transform (select the new "
+            "name), or take them out of target.drop and target.rename; nothing was written"
+        )

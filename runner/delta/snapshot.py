@@ -20,6 +20,7 @@ from runner.storage.location import TableLocation, locate
 CHANGE_FEED_SETTING = "delta.enableChangeDataFeed"
 # Delta's type widening: the table feature, and the setting that lets writers widen a type.
 TYPE_WIDENING = "typeWidening"
+TIMESTAMP_NTZ = "timestampNtz"  # the table feature a timestamp_ntz field needs
 TYPE_WIDENING_SETTING = "delta.enableTypeWidening"
 
 Group = tuple[str, int]  # (partition path, bucket)

@@ -23,6 +23,7 @@ from runner.delta.schema import SchemaPlan
 from runner.delta.schema_evolution import evolved_schema
 from runner.delta.snapshot import (
     CHANGE_FEED_SETTING,
+    TIMESTAMP_NTZ,
     TYPE_WIDENING,
     TYPE_WIDENING_SETTING,
     TableSnapshot,
@@ -126,9 +127,12 @@ def evolve_schema(snapshot: TableSnapshot, plan: SchemaPlan) -> TableSnapshot:
             now_ms(),
         )
     ]
+    features = set(schema_features(snapshot, json.dumps(schema)))
     if plan.widens and configuration.get(TYPE_WIDENING_SETTING) != "true":
-        entry.append({"protocol": _with_type_widening(snapshot)})
+        features.add(TYPE_WIDENING)
         configuration = {**configuration, TYPE_WIDENING_SETTING: "true"}
+    if features:
+        entry.append({"protocol": with_features(snapshot, features)})
     entry.append(metadata_action(snapshot.table, configuration, json.dumps(schema)))
     version = snapshot.version + 1
     if not publish(snapshot.location, version, entry):
@@ -153,9 +157,18 @@ _LEGACY_WRITER_FEATURES = (
 )
 
 
-def _with_type_widening(snapshot: TableSnapshot) -> dict[str, object]:
-    """The table's protocol with the typeWidening feature: reader 3 and writer 7, with the
-    features its older writer version implied listed."""
+def schema_features(snapshot: TableSnapshot, schema_json: str) -> list[str]:
+    """The reader and writer features a new schema needs that the table lacks: timestampNtz
+    for a timestamp_ntz field (delta-rs and Polars refuse such a table without it)."""
+    has = snapshot.table.protocol().reader_features or []
+    if '"timestamp_ntz"' in schema_json and TIMESTAMP_NTZ not in has:
+        return [TIMESTAMP_NTZ]
+    return []
+
+
+def with_features(snapshot: TableSnapshot, features: set[str]) -> dict[str, object]:
+    """The table's protocol with `features` (reader and writer features): reader 3 and
+    writer 7, with the features its older writer version implied listed."""
     protocol = snapshot.table.protocol()
     readers = set(protocol.reader_features or [])
     writers = set(protocol.writer_features or [])
@@ -166,6 +179,6 @@ def _with_type_widening(snapshot: TableSnapshot) -> dict[str, object]:
     return {
         "minReaderVersion": 3,
         "minWriterVersion": 7,
-        "readerFeatures": sorted(readers | {TYPE_WIDENING}),
-        "writerFeatures": sorted(writers | {TYPE_WIDENING}),
+        "readerFeatures": sorted(readers | features),
+        "writerFeatures": sorted(writers | features),
     }

@@ -36,6 +36,7 @@ reason to commit again.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -88,6 +89,7 @@ class Commit:
     configuration: Mapping[str, str] | None = None  # a new metaData configuration
     schema: pa.Schema | None = None  # its files' schema (None: the table's)
     schema_json: str | None = None  # a new Delta schema for the metaData (with configuration)
+    protocol: Mapping[str, Any] | None = None  # a new protocol action (features it needs)
     app_id: str | None = None  # a Delta app transaction (`txn`): this batch is committed
     data_change: bool = True  # False: no row changed (expansion, compaction)
 
@@ -219,6 +221,14 @@ class RunRule:
                 f"{latest.version}, for example a bucket expansion); its files follow the "
                 "old layout, so nothing of this run was committed: run the pipeline again"
             )
+        changed = _columns_changed(read, latest)
+        if changed:
+            return CommitConflictError(
+                f"another writer renamed, dropped or retyped column(s) {', '.join(changed)} "
+                f"of {read.uri} while this run wrote (version {latest.version}); its files "
+                "have the old columns, so nothing of this run was committed: run the "
+                "pipeline again"
+            )
         problem = self.still_valid(latest) if self.still_valid else None
         if problem:
             return CommitConflictError(problem)
@@ -236,6 +246,24 @@ class RunRule:
                 "by other writers; nothing was committed: run the pipeline again"
             )
         return None
+
+
+def _columns_changed(read: TableSnapshot, latest: TableSnapshot) -> list[str]:
+    """The columns of `read`'s schema that `latest` lacks or types otherwise (a column
+    another writer added is no change: older files read it as null)."""
+    if latest.version == read.version:
+        return []
+    now = {f["name"]: f["type"] for f in json.loads(latest.table.schema().to_json())["fields"]}
+    before = json.loads(read.table.schema().to_json())["fields"]
+    # inside a struct, list or map, changes are added fields or widenings (Delta's type
+    # widening), which read older files as they are
+    return [
+        f["name"]
+        for f in before
+        if f["name"] not in now
+        or (isinstance(f["type"], str) and now[f["name"]] != f["type"])
+        or (isinstance(f["type"], dict) and not isinstance(now[f["name"]], dict))
+    ]
 
 
 @dataclass(frozen=True)
@@ -369,6 +397,8 @@ def _entry(snapshot: TableSnapshot, changes: Commit) -> list[dict[str, Any]]:
     actions = [commit_info(changes.operation, dict(changes.metadata), now)]
     if changes.app_id:
         actions.append(txn_action(changes.app_id, now))
+    if changes.protocol is not None:
+        actions.append({"protocol": dict(changes.protocol)})
     if changes.configuration is not None:
         actions.append(metadata_action(snapshot.table, changes.configuration, changes.schema_json))
     for update in changes.deletion_vectors:

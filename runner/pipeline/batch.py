@@ -15,7 +15,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import BooleanType, CharType, StringType, StructType, VarcharType
 
-from runner.delta.schema import SchemaPlan, plan_schema
+from runner.delta.schema import SchemaPlan, plan_schema, refuse_key_widenings
+from runner.delta.schema_rewrite import SchemaRewrite, refuse_stale_input
 from runner.delta.snapshot import TableSnapshot
 from runner.errors import UserError
 from runner.fields import check_fields, columns_of, missing_field
@@ -58,7 +59,10 @@ def plan_batch(
     spark: SparkSession,
     plans: tuple[SourcePlan, ...],
     snapshot: TableSnapshot | None,
+    pending: SchemaRewrite | None = None,
 ) -> Batch:
+    """The batch, planned against the table as `pending` (schema_evolution full's renames
+    and drops, rewritten before the write: runner/pipeline/rewrite_stage.py) leaves it."""
     spec, target = ctx.spec, ctx.target
     with ctx.stage("plan"):
         read = read_input(spark, spec, list(plans))
@@ -67,7 +71,7 @@ def plan_batch(
         check_feed_columns(batch.schema, target)
         input_columns = tuple(batch.columns)
         batch = with_history_columns(batch, target)
-        schema = plan_table_schema(batch, target, snapshot)
+        schema = plan_table_schema(batch, target, snapshot, pending)
         # the types are checked as they are stored: after a cast to the table's
         batch = cast_to_table(batch, schema.casts)
         check_operation_types(batch.schema, target)
@@ -172,10 +176,15 @@ def _refuse_text_order(schema: StructType, target: Target) -> None:
 
 
 def plan_table_schema(
-    batch: DataFrame, target: Target, snapshot: TableSnapshot | None
+    batch: DataFrame,
+    target: Target,
+    snapshot: TableSnapshot | None,
+    pending: SchemaRewrite | None = None,
 ) -> SchemaPlan:
-    """The schema plan of `batch`'s stored columns against the table's."""
+    """The schema plan of `batch`'s stored columns against the table's (after `pending`)."""
     table_schema = snapshot.arrow_schema() if snapshot else None
+    if table_schema is not None and pending:
+        table_schema = pending.apply(table_schema)
     if target.operation == "delete":
         if table_schema is None:
             raise UserError(f"operation delete needs an existing table; none at {target.path}")
@@ -183,8 +192,10 @@ def plan_table_schema(
     internal = [c for c in batch.columns if c.startswith(RESERVED_PREFIX)]  # value_fit.py's
     data = batch.drop(*not_stored(target), *internal)
     incoming = to_arrow_schema(data.schema, timestamp_utc=True)
+    refuse_stale_input(incoming.names, target)
     cast_values = target.on_schema_mismatch != "refuse"
     schema = plan_schema(incoming, table_schema, target.path, target.schema_evolution, cast_values)
+    refuse_key_widenings(schema, target)
     if schema.changes:  # known before anything is written (and in a dry run)
         log.info("schema_changes_planned", changes=[c.describe() for c in schema.changes])
     if schema.casts:

@@ -21,14 +21,15 @@ files it wrote.
 from __future__ import annotations
 
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import structlog
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from runner.delta.snapshot import TableSnapshot
+from runner.delta.schema_rewrite import SchemaRewrite
+from runner.delta.snapshot import TableSnapshot, open_table
 from runner.delta.transaction import BucketClash
 from runner.errors import CommitConflictError, UnreadableFileError, UserError
 from runner.pipeline.after_commit import ServicesRun, after_commit
@@ -50,7 +51,7 @@ from runner.pipeline.judge import count_batch, judge, quarantine_skipped, verdic
 from runner.pipeline.preflight import preflight
 from runner.pipeline.quality import FATE, bucket_counts_and_verdicts
 from runner.pipeline.remerge import Remerge
-from runner.pipeline.rewrite_stage import rewrite_renamed_and_dropped, rewrite_widened
+from runner.pipeline.rewrite_stage import pending_rewrite, rewrite_before_write
 from runner.pipeline.winners import single_pass
 from runner.pipeline.write_stage import MergeInput, write_buckets, write_bulk
 from runner.progress import Progress
@@ -124,7 +125,6 @@ class Outcome:
     write: dict[str, Any] = field(default_factory=dict)  # the figures of the write stages
     committed: Committed | None = None  # None: the run did not get to its commit stage
     checkpoints_version: int | None = None  # nothing new, but chosen checkpoints recorded
-    rewrites: tuple[dict[str, Any], ...] = ()  # schema_evolution full: the table rewritten
 
     def figures(self) -> dict[str, Any]:
         committed = self.committed
@@ -136,7 +136,6 @@ class Outcome:
             "version": version,
             "nothing_new": not reached,
             "columns_added": list(committed.columns_added) if committed is not None else [],
-            "schema_rewrites": list(self.rewrites),
             "files_skipped": [
                 {"source": b.source, "path": b.path, "reason": b.reason} for b in self.skipped
             ],
@@ -169,6 +168,8 @@ def _ingest_skipping_unreadable(
         except UnreadableFileError as bad:
             _skip(skipped, bad)
             spark = spark or SparkSession.getActiveSession()
+            if snapshot is not None:  # the run's own schema rewrite may have committed
+                snapshot = open_table(snapshot.location)
 
 
 def _skip(skipped: dict[str, UnreadableFileError], bad: UnreadableFileError) -> None:
@@ -206,17 +207,15 @@ def _ingest(
         log.info("nothing_new", sources=[p.source.name for p in inputs.plans])
         return Outcome(inputs, inputs.spark, files_skipped, checkpoints_version=recorded)
     assert inputs.spark is not None
-    snapshot, renamed = rewrite_renamed_and_dropped(ctx, inputs.spark, snapshot)
+    pending = pending_rewrite(ctx, snapshot)
     with reading(ctx.spec.sources):
-        batch = plan_batch(ctx, inputs.spark, inputs.plans, snapshot)
+        batch = plan_batch(ctx, inputs.spark, inputs.plans, snapshot, pending)
         try:
-            snapshot, batch, widened = rewrite_widened(ctx, inputs.spark, snapshot, batch)
             stages = _bulk_insert if single_pass(ctx.target) else _merge
-            figures, committed = stages(ctx, _ToWrite(inputs, batch, snapshot, skipped))
+            figures, committed = stages(ctx, _ToWrite(inputs, batch, snapshot, skipped, pending))
         finally:
             batch.release()
-    rewrites = tuple(r for r in (renamed, widened) if r is not None)
-    return Outcome(inputs, inputs.spark, files_skipped, figures, committed, rewrites=rewrites)
+    return Outcome(inputs, inputs.spark, files_skipped, figures, committed)
 
 
 @dataclass(frozen=True)
@@ -227,6 +226,16 @@ class _ToWrite:
     batch: Batch
     snapshot: TableSnapshot | None
     skipped: dict[str, UnreadableFileError]
+    pending: SchemaRewrite = field(default_factory=SchemaRewrite)  # rewritten before the write
+
+    def rewritten(self, ctx: RunContext) -> tuple[_ToWrite, dict[str, Any]]:
+        """This run after the rewrite stage (schema_evolution full): on the rewritten table,
+        its batch planned again; the summary's figure of it."""
+        snapshot, batch, done = rewrite_before_write(
+            ctx, self.spark, self.snapshot, self.batch, self.pending
+        )
+        run = replace(self, snapshot=snapshot, batch=batch, pending=SchemaRewrite())
+        return run, {"schema_rewrites": [done] if done else []}
 
     @property
     def spark(self) -> SparkSession:
@@ -238,10 +247,11 @@ def _merge(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Committed]:
     """upsert, insert, delete (and bulk_insert with filter_dupes): count the batch per
     bucket, judge it, then merge it into the buckets it touches and commit; another
     writer's commit on the same buckets is answered by a re-merge (remerge.py)."""
+    counted = count_batch(ctx, run.batch)
+    judge(ctx, run.batch, counted.verdicts, counted.groups)
+    run, rewrite = run.rewritten(ctx)
     batch = run.batch
-    counted = count_batch(ctx, batch)
-    judge(ctx, batch, counted.verdicts, counted.groups)
-    verdicts = verdict_figures(counted.verdicts)
+    verdicts = {**verdict_figures(counted.verdicts), **rewrite}
     keyed = batch.judged.where(F.col(FATE).isNull())  # the rows to write
     merge = MergeInput(run.spark, keyed, batch.schema)
     with writing(ctx.target.path):
@@ -302,10 +312,13 @@ def _bulk_insert(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Commit
             )
             judge(ctx, batch, verdicts, groups)
             quarantine_skipped(ctx, run.skipped)
+            run, rewrite = run.rewritten(ctx)
+            batch, snapshot = run.batch, run.snapshot
             figures = {
                 **verdict_figures(verdicts),
                 **write_figures(files, {}, target),
                 "rows_from": rows_from,
+                **rewrite,
             }
             if ctx.options.dry_run:
                 return figures, _dry_run(batch)

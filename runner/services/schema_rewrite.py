@@ -31,16 +31,18 @@ from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
 from runner import faults
 from runner.delta.log_entry import NewFile
 from runner.delta.schema_rewrite import SchemaRewrite
-from runner.delta.snapshot import TableSnapshot, open_table
+from runner.delta.snapshot import DataFile, TableSnapshot, open_table
 from runner.delta.spark_read import read_files
+from runner.delta.table_setup import schema_features, with_features
 from runner.delta.transaction import Commit, RewriteRule, commit
-from runner.errors import RunnerError
+from runner.errors import RunnerError, UserError
 from runner.index.naming import new_file_id, new_instant
 from runner.services.expand import let_spark_read
 from runner.spec.model import Target
 from runner.storage.in_flight import in_flight
 from runner.storage.location import writing
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY
+from runner.write import tombstones
 from runner.write.regroup_writer import REGROUP_RESULT_SCHEMA, RegroupJob
 from runner.write.uncommitted import remove_uncommitted
 
@@ -74,8 +76,11 @@ def rewrite_table(
     started = time.perf_counter()
     summary = RewriteSummary(rewrite.describe())
     files = snapshot.files()
+    _refuse_tombstones(snapshot, files)
     stored = snapshot.arrow_schema()
     file_schema = rewrite.apply(stored)
+    schema_json = _delta_schema(snapshot, rewrite)
+    features = schema_features(snapshot, schema_json)
     instant = new_instant()
     log.info(
         "schema_rewrite_started", table=snapshot.uri, changes=summary.changes, files=len(files)
@@ -101,7 +106,8 @@ def rewrite_table(
                 added=tuple(added),
                 removed=tuple(files),
                 configuration=snapshot.configuration,
-                schema_json=_delta_schema(snapshot, rewrite),
+                schema_json=schema_json,
+                protocol=with_features(snapshot, set(features)) if features else None,
                 data_change=False,
             )
             summary.version = commit(snapshot, changes, RewriteRule())
@@ -115,6 +121,22 @@ def rewrite_table(
     latest = open_table(snapshot.location)
     assert latest is not None
     return latest, summary
+
+
+def _refuse_tombstones(snapshot: TableSnapshot, files: list[DataFile]) -> None:
+    """A change feed's table may remember deleted keys in its files' footers
+    (runner/write/tombstones.py), which the rewrite's writer does not carry over: a late
+    event could then bring a deleted key back."""
+    if "runner.cdc.sequence_by" not in snapshot.configuration:
+        return
+    fs, root = snapshot.location.filesystem()
+    if tombstones.held(fs, root, [f.path for f in files]):
+        raise UserError(
+            f"{snapshot.uri} remembers deleted keys of its change feed (tombstones, kept "
+            "cdc.tombstone_hours), which a schema rewrite does not carry into the new files "
+            "yet; nothing was changed: make the change once they have expired, or load a "
+            "new table"
+        )
 
 
 def _write(

@@ -44,17 +44,46 @@ def transform_schema(sql: str, tables: Mapping[str, pa.Schema]) -> pa.Schema | s
             return f"source '{name}' has a column type this check does not read"
         schema[name] = columns
     try:
-        query = qualify(
-            sqlglot.parse_one(sql, dialect=_CaseKept),
-            schema=schema,
-            dialect=_CaseKept,
-            quote_identifiers=False,
-        )
+        written = sqlglot.parse_one(sql, dialect=_CaseKept)
+        unnamed = _unnamed(written)
+        if unnamed:
+            return unnamed
+        query = qualify(written.copy(), schema=schema, dialect=_CaseKept, quote_identifiers=False)
         typed = annotate_types(query, schema=schema, dialect=_CaseKept)
     except SqlglotError as exc:
         first = str(exc).splitlines()[0]
         return f"transform.sql does not resolve here ({first})"
+    # every SELECT of the query (CTEs and subqueries too) only passes values on or casts
+    # them: a column computed in a subquery has the type Spark picks, wherever it ends up
+    for select in typed.find_all(exp.Select):
+        found = _untrusted(select)
+        if found:
+            return found
     return _result(typed)
+
+
+def _unnamed(query: exp.Expr) -> str | None:
+    """A computed column without an alias, which Spark names by its text (`CAST(n AS
+    INT)`, not `n`)."""
+    for select in query.find_all(exp.Select):
+        for projection in select.expressions:
+            if not isinstance(projection, (exp.Alias, exp.Column, exp.Dot, exp.Star)):
+                text = projection.sql(dialect="spark")
+                return f"transform.sql's column `{text}` has no alias: Spark names it by its text"
+    return None
+
+
+def _untrusted(select: exp.Select) -> str | None:
+    for projection in select.selects:
+        inner = projection.this if isinstance(projection, exp.Alias) else projection
+        text = _unqualified(inner).sql(dialect="spark")
+        trusted = isinstance(inner, _PASSED_ON) or (
+            isinstance(inner, exp.Literal) and inner.is_string
+        )
+        if not trusted:
+            name = projection.alias_or_name
+            return f"column {name} of transform.sql is `{text}`, whose type Spark's analyzer picks"
+    return None
 
 
 def _result(query: exp.Expr) -> pa.Schema | str:
@@ -72,11 +101,6 @@ def _result(query: exp.Expr) -> pa.Schema | str:
         inner = projection.this if isinstance(projection, exp.Alias) else projection
         name = projection.alias_or_name
         text = _unqualified(inner).sql(dialect="spark")
-        trusted = isinstance(inner, _PASSED_ON) or (
-            isinstance(inner, exp.Literal) and inner.is_string
-        )
-        if not trusted:
-            return f"column {name} of transform.sql is `{text}`, whose type Spark's analyzer picks"
         kind = arrow_type(projection.type.sql(dialect="spark")) if projection.type else None
         if kind is None:
             return f"column {name} of transform.sql (`{text}`) has a type this check does not read"

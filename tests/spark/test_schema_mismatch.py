@@ -104,7 +104,7 @@ def test_a_string_for_a_long_column_is_quarantined_with_its_reason(spark, tmp_pa
 
     quarantined = DeltaTable(str(tmp_path / "quarantine")).to_pandas()
     assert quarantined["_rule"].tolist() == ["schema_mismatch"]
-    assert quarantined["_reason"].tolist() == ["column n: string value 'abc' is not a long"]
+    assert quarantined["_reason"].tolist() == ["column n: string value 'abc' is not a valid long"]
     assert json.loads(quarantined["_record"][0]) == second[0]  # as it came, not a null
 
 
@@ -149,7 +149,9 @@ def test_which_values_fit_the_table_type(spark):
         ("double", "long", [2.0, 1.5, float("nan"), 1e30, None]),
         ("decimal(6,3)", "decimal(5,2)", [Decimal("1.230"), Decimal("1.234"), None, None, None]),
         ("timestamp", "date", [datetime(2024, 1, 2), datetime(2024, 1, 2, 3), None, None, None]),
-        ("string", "date", ["2024-02-29", "2023-02-29", "", None, None]),
+        ("string", "date", ["2024-02-29", "2023-02-29", "", None, "2024-01-02 03:04:05"]),
+        ("string", "decimal(5,2)", ["1.23", "1.239", "1.5", "1000", None]),
+        ("string", "double", ["1e400", "inf", "-Infinity", "1.5", "x"]),
     ]
     expected_fits = [
         [True, True, False, False, True],
@@ -157,7 +159,9 @@ def test_which_values_fit_the_table_type(spark):
         [True, False, False, False, True],
         [True, False, True, True, True],
         [True, False, True, True, True],
-        [True, False, False, True, True],
+        [True, False, False, True, False],
+        [True, False, True, False, True],
+        [False, True, True, True, False],
     ]
     for (from_type, to_type, values), fits in zip(cases, expected_fits, strict=True):
         frame = spark.createDataFrame([(v,) for v in values], f"v {from_type}")

@@ -6,6 +6,7 @@ feature) and compared with a pandas reference."""
 from __future__ import annotations
 
 import json
+from datetime import date, datetime
 
 import pandas as pd
 import polars as pl
@@ -13,7 +14,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from runner.errors import UserError
+from runner.errors import BadRecordsError, UserError
 from runner.pipeline.context import RunOptions
 from runner.pipeline.run import run_pipeline
 from runner.services.compact import compact_table
@@ -158,7 +159,7 @@ def test_a_widening_rewrites_the_files_so_every_reader_reads_them(spark, tmp_pat
     batch = _rows([2, 50], 9).assign(amount=[2**40, 2**41])
     write_batch(tmp_path, batch, wide)
     summary = run_pipeline(load_spec(spec), spark=spark)
-    assert summary.schema_rewrites[0]["changes"] == ["amount widened to int64"]
+    assert summary.schema_rewrites[0]["changes"] == ["amount widened to long"]
     assert summary.columns_added == []  # the rewrite made the change: nothing left to add
     fields = json.loads(DeltaTable(str(table)).schema().to_json())["fields"]
     assert [f["type"] for f in fields if f["name"] == "amount"] == ["long"]
@@ -179,13 +180,28 @@ def test_refusals_leave_the_table_as_it_was(spark, tmp_path):
     write_batch(tmp_path, _rows([1], 9).rename(columns={"amount": "total"}), renamed)
 
     spec = write_spec(tmp_path, _target("COPY_ON_WRITE", rename={"amount": "total"}))
-    with pytest.raises(UserError, match=r"a dry run cannot plan this batch.*amount renamed total"):
+    with pytest.raises(UserError, match=r"a dry run cannot merge this batch.*amount renamed total"):
         run_pipeline(load_spec(spec), spark=spark, options=RunOptions(dry_run=True))
     spec = write_spec(tmp_path, _target("COPY_ON_WRITE", rename={"price": "cost"}))
     with pytest.raises(UserError, match=r"rename price -> cost: the table .* has neither"):
         run_pipeline(load_spec(spec), spark=spark)
     spec = write_spec(tmp_path, _target("COPY_ON_WRITE", drop=["_commit_time"]))
     with pytest.raises(UserError, match="cannot change _commit_time"):
+        run_pipeline(load_spec(spec), spark=spark)
+
+    # checked before anything is rewritten: a producer that still sends the old name, a
+    # dropped column still in the input, a rejected record
+    spec = write_spec(tmp_path, _target("COPY_ON_WRITE", rename={"amount": "total"}))
+    write_batch(tmp_path, _rows([1], 9), SCHEMA)
+    with pytest.raises(UserError, match=r"input has column\(s\) amount, which target.drop"):
+        run_pipeline(load_spec(spec), spark=spark)
+    spec = write_spec(tmp_path, _target("COPY_ON_WRITE", drop=["note"]))
+    with pytest.raises(UserError, match=r"input has column\(s\) note, which target.drop"):
+        run_pipeline(load_spec(spec), spark=spark)
+    spec = write_spec(tmp_path, _target("COPY_ON_WRITE", drop=["note"], on_schema_mismatch="fail"))
+    bad = _rows([1], 9).drop(columns="note").assign(amount=["abc"])
+    write_batch(tmp_path, bad)
+    with pytest.raises(BadRecordsError, match="string value 'abc' is not a valid integer"):
         run_pipeline(load_spec(spec), spark=spark)
     assert file_bytes(table) == before
 
@@ -218,3 +234,36 @@ def test_changes_read_across_a_rename_keep_their_values(spark, tmp_path):
         [2, 20, "update_preimage"],
     ]
     assert "note" not in changes.columns and "amount" not in changes.columns
+
+
+def test_a_date_widened_to_timestamp_ntz_gets_the_feature_every_reader_needs(spark, tmp_path):
+    """delta-rs and Polars refuse a timestamp_ntz column without the timestampNtz table
+    feature: the rewrite's commit adds it."""
+    spec = write_spec(tmp_path, _target("COPY_ON_WRITE"))
+    dated = pa.schema([("id", pa.int64()), ("city", pa.string()), ("ts", pa.int64()),
+                       ("day", pa.date32())])  # fmt: skip
+    rows = pd.DataFrame({"id": [1, 2], "city": ["ams", "sf"], "ts": [1, 1]})
+    write_batch(tmp_path, rows.assign(day=[date(2024, 1, 2)] * 2), dated)
+    run_pipeline(load_spec(spec), spark=spark)
+    timed = dated.set(3, pa.field("day", pa.timestamp("us")))
+    write_batch(tmp_path, rows.iloc[:1].assign(ts=2, day=[datetime(2024, 3, 4, 5, 6)]), timed)
+    summary = run_pipeline(load_spec(spec), spark=spark)
+    assert summary.schema_rewrites[0]["changes"] == ["day widened to timestamp_ntz"]
+    table = tmp_path / "table"
+    assert "timestampNtz" in (DeltaTable(str(table)).protocol().reader_features or [])
+    expected = pd.DataFrame(
+        {"id": [1, 2], "city": ["ams", "sf"], "ts": [2, 1],
+         "day": [datetime(2024, 3, 4, 5, 6), datetime(2024, 1, 2)]}
+    )  # fmt: skip
+    _check_readers(spark, table, expected)
+
+
+def test_a_new_timestamp_ntz_column_gets_the_feature_too(spark, tmp_path):
+    spec = write_spec(tmp_path, _target("COPY_ON_WRITE", schema_evolution="add"))
+    write_batch(tmp_path, _rows([1], 1), SCHEMA)
+    run_pipeline(load_spec(spec), spark=spark)
+    later = SCHEMA.append(pa.field("seen", pa.timestamp("us")))
+    write_batch(tmp_path, _rows([2], 1).assign(seen=[datetime(2024, 5, 6, 7, 8)]), later)
+    assert run_pipeline(load_spec(spec), spark=spark).columns_added == ["seen"]
+    expected = _rows([1, 2], 1).assign(seen=[None, datetime(2024, 5, 6, 7, 8)])
+    _check_readers(spark, tmp_path / "table", expected)

@@ -227,3 +227,21 @@ def test_change_files_before_schema_rewrites_are_read_under_their_new_names() ->
     plan = ChangePlan(0, 9, (), pa.schema([]), plan.rewrites[:2])
     assert plan.renamed_at(2) == {"a": "d", "c": "\x00dropped", "b": "d"}
     assert plan.renamed_at(5) == {"b": "d"}
+
+
+def test_only_checkable_casts_are_made_value_by_value() -> None:
+    """An int for a date column, a number for a timestamp, binary for a string: Spark
+    either cannot cast them or guesses (seconds since the epoch); refused as a whole."""
+    for stored, incoming in [
+        (pa.date32(), pa.int32()),
+        (pa.timestamp("us"), pa.int64()),
+        (pa.string(), pa.binary()),
+        (pa.bool_(), pa.date32()),
+    ]:
+        with pytest.raises(SchemaChangeError, match="column c: the table stores"):
+            plan_schema(pa.schema([("c", incoming)]), _table(pa.field("c", stored)), "/t",
+                        "add", cast_values=True)  # fmt: skip
+    plan = plan_schema(
+        pa.schema([("c", pa.string())]), _table(pa.field("c", pa.date32())), "/t", "add", True
+    )
+    assert [c.describe() for c in plan.casts] == ["c: string values cast to date"]

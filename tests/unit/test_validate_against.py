@@ -85,7 +85,7 @@ def test_a_parquet_input_lists_the_columns_and_fields_a_run_would_add_or_widen(t
             "  adds column note (string)",
         ],
     )
-    assert lines[1].startswith("against T/table (version 0; input schema from the first file")
+    assert lines[1].startswith("against T/table (version 0; input schema from the file of source")
 
 
 def test_a_change_the_mode_refuses_exits_2_with_the_run_s_own_error(tmp_path):
@@ -211,3 +211,31 @@ def test_rename_and_drop_settings_are_checked_without_spark(tmp_path, target, ex
     result = CliRunner().invoke(cli, ["validate", str(spec)])
     assert result.exit_code == 2
     assert expected in result.output, result.output
+
+
+def test_what_a_run_would_refuse_before_rewriting_is_refused_here_too(tmp_path):
+    source = {"format": "json", "schema": "id long, city string, n int, s struct<a:bigint>"}
+    # a dropped column the input still has
+    spec = _spec(tmp_path, source, schema_evolution="full", drop=["n"])
+    code, lines = _against(tmp_path, spec)
+    assert code == 2 and "the input has column(s) n, which target.drop drops" in lines[2]
+    # a widening of a column the keys read, which would change its text in them
+    keyed = {"format": "json", "schema": "id long, city string, n double, s struct<a:bigint>"}
+    spec = _spec(tmp_path, keyed, schema_evolution="widen", record_key=["id", "n"])
+    code, lines = _against(tmp_path, spec)
+    assert code == 2 and "column n: the record key, partition path or bucket hash" in lines[2]
+
+
+def test_parquet_files_that_disagree_and_computed_subquery_columns_are_not_guessed(tmp_path):
+    spec = _spec(tmp_path, {"format": "parquet"})
+    _wider_parquet(tmp_path)
+    pq.write_table(pa.table({"id": pa.array([2], pa.int64())}), tmp_path / "in" / "b.parquet")
+    code, lines = _against(tmp_path, spec)
+    assert code == 1 and "differ in schema" in lines[1]
+
+    source = {"format": "json", "schema": "id long, city string, n int, s struct<a:bigint>"}
+    sql = "SELECT id, city, n, s FROM (SELECT id, city, coalesce(n, 0) AS n, s FROM src)"
+    code, lines = _against(tmp_path, _spec(tmp_path, source, sql))
+    assert code == 1 and "column n of transform.sql is `COALESCE(n, 0)`" in lines[1]
+    code, lines = _against(tmp_path, _spec(tmp_path, source, "SELECT id, CAST(n AS INT) FROM src"))
+    assert code == 1 and "`CAST(n AS INT)` has no alias" in lines[1]
