@@ -28,7 +28,7 @@ from runner.pipeline.quality import add_malformed, add_verdicts, check_expectati
 from runner.pipeline.value_fit import cast_to_table
 from runner.sources.model import SourcePlan
 from runner.sources.plan import read_input
-from runner.spec.model import Target
+from runner.spec.model import PipelineSpec, Target
 from runner.storage.meta_columns import (
     COMMIT_TIMESTAMP,
     COMMIT_VERSION,
@@ -70,12 +70,17 @@ def plan_batch(
         check_operation_fields(batch.schema, target, columns_of(spec))
         check_feed_columns(batch.schema, target)
         input_columns = tuple(batch.columns)
+        # the types are checked as they are stored: after the cast to the table's types
+        # where values are cast (target.on_schema_mismatch), else before the schema plan,
+        # whose refusal is then the less likely fix (a csv source read without a schema)
+        casting = target.on_schema_mismatch != "refuse"
+        if not casting:
+            _check_types(batch, spec)
         batch = with_history_columns(batch, target)
         schema = plan_table_schema(batch, target, snapshot, pending)
-        # the types are checked as they are stored: after a cast to the table's
         batch = cast_to_table(batch, schema.casts)
-        check_operation_types(batch.schema, target)
-        check_expectations(batch, spec)
+        if casting:
+            _check_types(batch, spec)
         layout = table_layout(snapshot, target)
         keyed = add_key_columns(batch, target, layout)
         judged = _pinned(
@@ -83,6 +88,11 @@ def plan_batch(
             reads_database=any(s.format == "jdbc" for s in spec.sources),
         )
     return Batch(judged, input_columns, schema, batch, tuple(read.cached))
+
+
+def _check_types(batch: DataFrame, spec: PipelineSpec) -> None:
+    check_operation_types(batch.schema, spec.target)
+    check_expectations(batch, spec)
 
 
 def table_layout(snapshot: TableSnapshot | None, target: Target) -> BucketLayout:

@@ -2,10 +2,10 @@
 
     preflight      (preflight.py)     settings, merger class, stored settings, batch id; no JVM
     sources        (inputs.py)        starting points, source plans, the Spark session
-    rewrite        (rewrite_stage.py) schema_evolution full: renames, drops, widenings
-                                      rewritten into the table's files, a version of its own
     plan           (batch.py)         the batch read, checked, keyed and judged (a Spark plan)
     keys           (judge.py)         rows per touched bucket, verdicts enforced, quarantine
+    rewrite        (rewrite_stage.py) schema_evolution full: renames, drops, widenings
+                                      rewritten into the table's files, a version of its own
     bucket plan    (bucket_plan.py)   each touched bucket's stored files, the merge's place
     write          (write_stage.py)   the new files, one result row per bucket
     commit         (commit_stage.py)  one Delta version; a re-merge when another writer won

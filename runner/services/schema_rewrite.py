@@ -77,8 +77,6 @@ def rewrite_table(
     summary = RewriteSummary(rewrite.describe())
     files = snapshot.files()
     _refuse_tombstones(snapshot, files)
-    stored = snapshot.arrow_schema()
-    file_schema = rewrite.apply(stored)
     schema_json = _delta_schema(snapshot, rewrite)
     features = schema_features(snapshot, schema_json)
     instant = new_instant()
@@ -88,7 +86,7 @@ def rewrite_table(
     let_spark_read(spark, snapshot.location)
     with writing(snapshot.uri), in_flight(snapshot.location, instant, "schema rewrite"):
         try:
-            added = _write(spark, snapshot, target, rewrite, file_schema, instant)
+            added = _write(spark, snapshot, files, target, rewrite, instant)
             faults.maybe_fail("before_commit")
             changes = Commit(
                 writer="schema rewrite",
@@ -142,16 +140,16 @@ def _refuse_tombstones(snapshot: TableSnapshot, files: list[DataFile]) -> None:
 def _write(
     spark: SparkSession,
     snapshot: TableSnapshot,
+    files: list[DataFile],
     target: Target,
     rewrite: SchemaRewrite,
-    file_schema: pa.Schema,
     instant: str,
 ) -> list[NewFile]:
-    """The Spark job: the live rows in the new schema, into their own buckets, cut into
-    file groups of about the target size as an overwrite expansion cuts them."""
-    files = snapshot.files()
+    """The Spark job: the live rows of `files` in the new schema, into their own buckets,
+    cut into file groups of about the target size as an overwrite expansion cuts them."""
     if not files:
         return []
+    file_schema = rewrite.apply(snapshot.arrow_schema())
     columns = [
         F.col(f"`{f.name}`").cast(from_arrow_type(rewrite.widened[f.name]))
         if f.name in rewrite.widened
