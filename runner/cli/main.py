@@ -6,8 +6,11 @@ message is scrubbed of resolved secrets (runner/spec/secrets.py).
 
 from __future__ import annotations
 
+import atexit
 import gc
+import os
 import sys
+import threading
 import traceback
 
 import click
@@ -69,8 +72,38 @@ for command in (*pipeline_commands.COMMANDS, *table_commands.COMMANDS, *deploy_c
 def main() -> None:
     try:
         _main()
+        code = 0
+    except SystemExit as done:
+        code = _exit_code(done)
     finally:
         _finalize_s3()
+    _exit_before_teardown(code)
+
+
+def _exit_code(done: SystemExit) -> int:
+    if done.code is None or isinstance(done.code, int):
+        return done.code or 0
+    print(done.code, file=sys.stderr)  # sys.exit("message"), as Python prints it
+    return 1
+
+
+def _exit_before_teardown(code: int) -> None:
+    """End the process once the command is done, without the interpreter's teardown.
+
+    pyarrow's dataset scans (delta-rs' `to_pyarrow_table` among them) can leave threads
+    that its C++ teardown meets half-destroyed: the process then aborts after its work is
+    done, "terminate called without an active exception", exit 134 (apache/arrow#34314;
+    `runner history` did, about one run in two). What Python's own exit does first is done
+    here: the other non-daemon threads joined, the atexit handlers (logging's flush, Spark's
+    gateway) run, the streams flushed; then os._exit skips the C++ teardown."""
+    main_thread = threading.main_thread()
+    for thread in threading.enumerate():
+        if thread is not main_thread and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _finalize_s3() -> None:
@@ -78,11 +111,14 @@ def _finalize_s3() -> None:
     exit hook, an S3 file system still alive (or its threads still running) as the
     interpreter is torn down can abort the process after its work is done ("terminate
     called without an active exception", apache/arrow#34314 and #41087)."""
-    fs = sys.modules.get("pyarrow.fs")
-    if fs is None:
+    if "pyarrow" not in sys.modules:
         return
+    # imported here if the command did not: pyarrow's dataset and parquet readers (and
+    # delta-rs' Arrow export) can start its S3 subsystem without the Python module
+    import pyarrow.fs
+
     gc.collect()  # the file systems the command's objects held
-    fs.ensure_s3_finalized()
+    pyarrow.fs.ensure_s3_finalized()
 
 
 def _main() -> None:

@@ -35,7 +35,10 @@ class SchemaRewrite:
         return [
             *(f"{old} renamed {new}" for old, new in self.renames.items()),
             *(f"{name} dropped" for name in self.drops),
-            *(f"{name} widened to {delta_type(kind)}" for name, kind in self.widened.items()),
+            *(
+                f"{self.renames.get(name, name)} widened to {delta_type(kind)}"
+                for name, kind in self.widened.items()
+            ),
         ]
 
     def with_widenings(self, plan: SchemaPlan, stored: pa.Schema) -> SchemaRewrite:

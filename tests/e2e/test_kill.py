@@ -137,6 +137,7 @@ def test_sigkill_at_every_point_leaves_a_usable_table(tmp_path, monkeypatch):
 
     # the run history: each killed writer recorded by the next process, never as committed
     shown = _runner(tmp_path, "history", "pipelines/quickstart.yaml", "--json", "-n", "50")
+    assert shown.returncode == 0, shown.stderr
     records = [json.loads(line) for line in shown.stdout.splitlines()][::-1]
     assert [(r["pipeline"], r["kind"], r["outcome"], r["version"]) for r in records] == [
         ("trips", "run", "committed", 1),

@@ -101,5 +101,6 @@ def test_runs_push_metrics_send_lineage_and_leave_history(tmp_path, pushgateway)
         text=True,
         timeout=60,
     )
+    assert shown.returncode == 0, shown.stderr  # and no abort at exit
     records = [json.loads(line) for line in shown.stdout.splitlines()]
     assert [r["outcome"] for r in records] == ["nothing_new", "committed"]
