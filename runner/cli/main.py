@@ -139,6 +139,7 @@ def _main() -> None:
         else:
             kind = "error" if isinstance(exc, UserError) else "failed"
             click.echo(scrub(f"{kind}: {exc}"), err=True)
+            _echo_notes(exc)
         sys.exit(exc.exit_code)
     except Exception as exc:
         if debug:
@@ -148,4 +149,11 @@ def _main() -> None:
                 scrub(f"failed: {type(exc).__name__}: {exc} (run with --debug for details)"),
                 err=True,
             )
+            _echo_notes(exc)
         sys.exit(1)
+
+
+def _echo_notes(exc: BaseException) -> None:
+    """What the failure left done (exception notes: a schema rewrite committed before it)."""
+    for note in getattr(exc, "__notes__", ()):
+        click.echo(scrub(f"  note: {note}"), err=True)

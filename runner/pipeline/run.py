@@ -278,9 +278,20 @@ def _merge(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Committed]:
             log_commit(version, figures)
             added = remerge.columns_added or (prepared.columns_added if prepared else ())
             return figures, Committed(version, added)
-        except BaseException:
+        except BaseException as failure:
             remove_uncommitted(run.spark, ctx.table, ctx.instant)
+            _note_rewrite(failure, rewrite)
             raise
+
+
+def _note_rewrite(failure: BaseException, rewrite: dict[str, Any]) -> None:
+    """A failure after the run's schema rewrite committed says so: that version stays."""
+    for done in rewrite.get("schema_rewrites", []):
+        failure.add_note(
+            f"the table's schema rewrite ({', '.join(done['changes'])}) was committed as "
+            f"version {done['version']} before this failure; it changed no row, and the "
+            "next run goes on from it"
+        )
 
 
 def _dry_run(batch: Batch) -> Committed:
@@ -299,6 +310,7 @@ def _bulk_insert(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Commit
     rows_from = f"Spark ({why_not})" if why_not else "the source files"
     log.info("bulk_rows_from", source=rows_from)
     occupied = frozenset(pp for pp, _ in snapshot.files_by_group()) if snapshot else frozenset()
+    rewrite: dict[str, Any] = {}
     with writing(target.path):
         try:
             with ctx.stage("write"):
@@ -336,6 +348,7 @@ def _bulk_insert(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Commit
                     ) from clash
             log_commit(version, figures)
             return figures, Committed(version, prepared.columns_added if prepared else ())
-        except BaseException:
+        except BaseException as failure:
             remove_uncommitted(run.spark, ctx.table, ctx.instant)
+            _note_rewrite(failure, rewrite)
             raise

@@ -267,3 +267,23 @@ def test_a_new_timestamp_ntz_column_gets_the_feature_too(spark, tmp_path):
     assert run_pipeline(load_spec(spec), spark=spark).columns_added == ["seen"]
     expected = _rows([1, 2], 1).assign(seen=[None, datetime(2024, 5, 6, 7, 8)])
     _check_readers(spark, tmp_path / "table", expected)
+
+
+def test_a_failure_after_the_rewrite_says_the_rewrite_stays(spark, tmp_path, monkeypatch):
+    """The rewrite is a version of its own: a write that fails after it leaves it committed
+    (no row changed), and the error says so."""
+    import runner.pipeline.run as run_module
+
+    expected = _loaded(spark, tmp_path, "COPY_ON_WRITE").drop(columns=["note"])
+    spec = write_spec(tmp_path, _target("COPY_ON_WRITE", drop=["note"]))
+    write_batch(tmp_path, _rows([5], 7).drop(columns="note"), SCHEMA.remove(4))
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(run_module, "write_buckets", broken)
+    with pytest.raises(OSError, match="disk full") as failed:
+        run_pipeline(load_spec(spec), spark=spark)
+    (note,) = failed.value.__notes__
+    assert "schema rewrite (note dropped) was committed as version 3" in note
+    _check_readers(spark, tmp_path / "table", expected)  # every row, without note

@@ -813,3 +813,15 @@ def test_partition_directories_of_a_source_count_as_its_columns(tmp_path):
     assert code == 2 and "precombine field 'hrs'" in lines[0], lines
     remote = text.replace("path: data/trips", "path: s3://bucket/trips")
     assert _validate(tmp_path, remote) == (0, ["p.yaml: ok"])  # only Spark can tell there
+
+
+def test_an_error_prints_what_the_failure_left_done(capsys):
+    """A failure's notes (a schema rewrite committed before it) follow its error line."""
+    from runner.cli.main import _echo_notes
+
+    failure = OSError("disk full")
+    failure.add_note("the table's schema rewrite (note dropped) was committed as version 3")
+    _echo_notes(failure)
+    assert capsys.readouterr().err == (
+        "  note: the table's schema rewrite (note dropped) was committed as version 3\n"
+    )
