@@ -19,13 +19,9 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from runner.delta.schema import SchemaPlan, plan_schema, refuse_key_widenings
+from runner.delta.schema import SchemaPlan, plan_schema
 from runner.delta.schema_evolution import SchemaChange
-from runner.delta.schema_rewrite import (
-    SchemaRewrite,
-    pending_renames_and_drops,
-    refuse_stale_input,
-)
+from runner.delta.schema_rewrite import SchemaRewrite, pending_renames_and_drops, plan_for_target
 from runner.delta.snapshot import open_table
 from runner.errors import SchemaChangeError, UserError
 from runner.sources.listing import list_new_files
@@ -121,11 +117,7 @@ def compare_with_table(spec: PipelineSpec, table_uri: str) -> Comparison:
         if target.operation == "delete":
             plan = plan_schema(stored, stored, table_uri) if stored is not None else None
             return Comparison(table_uri, version, found.origin, plan, rewrite=rewrite)
-        refuse_stale_input(found.schema.names, target)
-        cast_values = target.on_schema_mismatch != "refuse"
-        mode = target.schema_evolution
-        plan = plan_schema(found.schema, stored, table_uri, mode, cast_values)
-        refuse_key_widenings(plan, target)
+        plan = plan_for_target(found.schema, stored, target, table_uri)
     except (SchemaChangeError, UserError) as refused:
         return Comparison(table_uri, version, found.origin, refusal=str(refused))
     return Comparison(table_uri, version, found.origin, plan, rewrite=rewrite)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
-from runner.delta.schema import SchemaPlan
+from runner.delta.schema import SchemaPlan, plan_schema, refuse_key_widenings
 from runner.delta.schema_evolution import delta_type
 from runner.delta.snapshot import TableSnapshot
 from runner.errors import UserError
@@ -119,7 +119,7 @@ def _widened_only(stored: pa.DataType, wider: pa.DataType) -> pa.DataType:
     return wider
 
 
-def refuse_stale_input(names: list[str], target: Target) -> None:
+def _refuse_stale_input(names: list[str], target: Target) -> None:
     """Under `full`, the batch must not bring back a column target.drop drops or a name
     target.rename renames away: each run would drop (or rename) it again, and add it anew
     with only that batch's values."""
@@ -132,3 +132,17 @@ def refuse_stale_input(names: list[str], target: Target) -> None:
             "target.rename renames away: leave them out in the transform (select the new "
             "name), or take them out of target.drop and target.rename; nothing was written"
         )
+
+
+def plan_for_target(
+    incoming: pa.Schema, stored: pa.Schema | None, target: Target, table_path: str
+) -> SchemaPlan:
+    """The schema plan of a batch's stored columns against the table's (as a pending rewrite
+    leaves it), under the target's rules: no column full drops or renames away, values cast
+    where target.on_schema_mismatch says, no widening that changes a key column's text.
+    The run's plan stage and `runner validate --against` both decide here."""
+    _refuse_stale_input(incoming.names, target)
+    cast_values = target.on_schema_mismatch != "refuse"
+    plan = plan_schema(incoming, stored, table_path, target.schema_evolution, cast_values)
+    refuse_key_widenings(plan, target)
+    return plan

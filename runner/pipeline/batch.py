@@ -15,8 +15,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import BooleanType, CharType, StringType, StructType, VarcharType
 
-from runner.delta.schema import SchemaPlan, plan_schema, refuse_key_widenings
-from runner.delta.schema_rewrite import SchemaRewrite, refuse_stale_input
+from runner.delta.schema import SchemaPlan, plan_schema
+from runner.delta.schema_rewrite import SchemaRewrite, plan_for_target
 from runner.delta.snapshot import TableSnapshot
 from runner.errors import UserError
 from runner.fields import check_fields, columns_of, missing_field
@@ -202,10 +202,7 @@ def plan_table_schema(
     internal = [c for c in batch.columns if c.startswith(RESERVED_PREFIX)]  # value_fit.py's
     data = batch.drop(*not_stored(target), *internal)
     incoming = to_arrow_schema(data.schema, timestamp_utc=True)
-    refuse_stale_input(incoming.names, target)
-    cast_values = target.on_schema_mismatch != "refuse"
-    schema = plan_schema(incoming, table_schema, target.path, target.schema_evolution, cast_values)
-    refuse_key_widenings(schema, target)
+    schema = plan_for_target(incoming, table_schema, target, target.path)
     if schema.changes:  # known before anything is written (and in a dry run)
         log.info("schema_changes_planned", changes=[c.describe() for c in schema.changes])
     if schema.casts:

@@ -66,6 +66,7 @@ from runner.write.regroup_writer import (
     REGROUP_RESULT_SCHEMA,
     RegroupJob,
     RehashJob,
+    rows_per_group,
 )
 from runner.write.uncommitted import remove_uncommitted
 
@@ -183,8 +184,7 @@ def _rewrite_job(
         keep_groups = group_bytes is not None
         return RehashJob(snapshot.location, instant, schema, file_ids, by_hash, fault, keep_groups)
     rows = sum(f.num_records for f in plan.files)
-    per_row = sum(f.size for f in plan.files) / max(rows, 1)  # as the files store them
-    per_group = max(1, int(group_bytes / per_row)) if group_bytes and rows else None
+    per_group = rows_per_group(plan.files, rows, group_bytes)
     return RegroupJob(snapshot.location, instant, schema, file_ids, fault, per_group)
 
 

@@ -260,19 +260,24 @@ def _check_splits_kept(before: BucketLayout, after: BucketLayout, change: Partit
     )
 
 
-def refuse_tombstones(snapshot: TableSnapshot, files: Sequence[DataFile]) -> None:
+def refuse_tombstones(
+    snapshot: TableSnapshot,
+    files: Sequence[DataFile],
+    work: str = "an expansion",
+    fix: str = "expand once they have expired, or into a new table",
+) -> None:
     """A change feed's table may remember deleted keys in its files' footers
-    (runner/write/tombstones.py); an expansion does not carry them into the new buckets
-    yet, and a late event could then bring a deleted key back."""
+    (runner/write/tombstones.py); `work` that rewrites `files` (an expansion, a schema
+    rewrite) does not carry them into its new files yet, and a late event could then bring
+    a deleted key back."""
     if "runner.cdc.sequence_by" not in snapshot.configuration:
         return
     fs, root = snapshot.location.filesystem()
     if tombstones.held(fs, root, [f.path for f in files]):
         raise UserError(
             f"{snapshot.uri} remembers deleted keys of its change feed (tombstones, kept "
-            "cdc.tombstone_hours) in the buckets to expand, and an expansion does not "
-            "carry them into the new buckets yet; expand once they have expired, or into "
-            "a new table"
+            f"cdc.tombstone_hours) in the files {work} rewrites, which it does not carry "
+            f"into its new files yet; nothing was changed: {fix}"
         )
 
 

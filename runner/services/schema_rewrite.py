@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -35,15 +35,15 @@ from runner.delta.snapshot import DataFile, TableSnapshot, open_table
 from runner.delta.spark_read import read_files
 from runner.delta.table_setup import schema_features, with_features
 from runner.delta.transaction import Commit, RewriteRule, commit
-from runner.errors import RunnerError, UserError
+from runner.errors import RunnerError
 from runner.index.naming import new_file_id, new_instant
 from runner.services.expand import let_spark_read
+from runner.services.expansion_plan import refuse_tombstones
 from runner.spec.model import Target
 from runner.storage.in_flight import in_flight
 from runner.storage.location import writing
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY
-from runner.write import tombstones
-from runner.write.regroup_writer import REGROUP_RESULT_SCHEMA, RegroupJob
+from runner.write.regroup_writer import REGROUP_RESULT_SCHEMA, RegroupJob, rows_per_group
 from runner.write.uncommitted import remove_uncommitted
 
 log = structlog.get_logger(__name__)
@@ -59,14 +59,7 @@ class RewriteSummary:
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "changes": self.changes,
-            "version": self.version,
-            "files_read": self.files_read,
-            "files_written": self.files_written,
-            "bytes_written": self.bytes_written,
-            "seconds": self.seconds,
-        }
+        return asdict(self)
 
 
 def rewrite_table(
@@ -76,7 +69,12 @@ def rewrite_table(
     started = time.perf_counter()
     summary = RewriteSummary(rewrite.describe())
     files = snapshot.files()
-    _refuse_tombstones(snapshot, files)
+    refuse_tombstones(
+        snapshot,
+        files,
+        "a schema rewrite",
+        "make the change once they have expired, or load a new table",
+    )
     schema_json = _delta_schema(snapshot, rewrite)
     features = schema_features(snapshot, schema_json)
     instant = new_instant()
@@ -121,22 +119,6 @@ def rewrite_table(
     return latest, summary
 
 
-def _refuse_tombstones(snapshot: TableSnapshot, files: list[DataFile]) -> None:
-    """A change feed's table may remember deleted keys in its files' footers
-    (runner/write/tombstones.py), which the rewrite's writer does not carry over: a late
-    event could then bring a deleted key back."""
-    if "runner.cdc.sequence_by" not in snapshot.configuration:
-        return
-    fs, root = snapshot.location.filesystem()
-    if tombstones.held(fs, root, [f.path for f in files]):
-        raise UserError(
-            f"{snapshot.uri} remembers deleted keys of its change feed (tombstones, kept "
-            "cdc.tombstone_hours), which a schema rewrite does not carry into the new files "
-            "yet; nothing was changed: make the change once they have expired, or load a "
-            "new table"
-        )
-
-
 def _write(
     spark: SparkSession,
     snapshot: TableSnapshot,
@@ -166,9 +148,7 @@ def _write(
     frame = rows.repartition(max(1, min(len(groups), shuffle)), PARTITION_PATH, BUCKET)
     frame = frame.sortWithinPartitions(PARTITION_PATH, BUCKET, RECORD_KEY)
     live = sum(f.num_records - f.deleted_records for f in files)
-    per_row = sum(f.size for f in files) / max(live, 1)
-    group_bytes = target.group_bytes
-    per_group = max(1, int(group_bytes / per_row)) if group_bytes and live else None
+    per_group = rows_per_group(files, live, target.group_bytes)
     file_ids = {g: new_file_id(g[1]) for g in groups}
     job = RegroupJob(
         snapshot.location, instant, file_schema, file_ids, faults.requested(), per_group

@@ -17,7 +17,7 @@ An overwrite's sorted rows are cut into groups of about `rows_per_group` rows.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -194,6 +194,15 @@ class RehashJob:
             for bucket in pc.unique(new).to_pylist():
                 out.write((pp, bucket, piece), part.filter(pc.equal(new, bucket)))
         return (stored.partition_path, stored.bucket)
+
+
+def rows_per_group(files: Sequence[DataFile], rows: int, group_bytes: int | None) -> int | None:
+    """How many of `rows` (read from `files`) make a file group of about `group_bytes`, as
+    the files store them; None: one group per bucket (no target size, or no rows)."""
+    if not group_bytes or not rows:
+        return None
+    per_row = sum(f.size for f in files) / rows
+    return max(1, int(group_bytes / per_row))
 
 
 @dataclass(frozen=True)
