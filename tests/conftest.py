@@ -19,11 +19,20 @@ from tests.schema_registry import schema_registry  # noqa: F401
 FOLDER_MARKERS = {"spark": "spark", "e2e": "e2e", "cluster": "cluster"}
 
 
+# Under `./dev test` pytest-xdist runs two workers: the tests that use the shared session
+# all go to one of them (one session per run), while the other runs the CLI, cluster and
+# image tests, which mostly wait on the processes they start.
+SESSION_GROUP = "spark-session"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         folder = item.path.parent.name
         if folder in FOLDER_MARKERS:
             item.add_marker(FOLDER_MARKERS[folder])
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(SESSION_GROUP))
 
 
 @pytest.fixture(autouse=True)
