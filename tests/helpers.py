@@ -159,3 +159,13 @@ def merge_place(merged_on: str) -> dict[str, Any]:
 def check_merge_place(summary: Any, merged_on: str) -> None:
     expected = "the driver" if merged_on == "driver" else "Spark executors"
     assert summary.merged_on.startswith(expected), summary.merged_on
+
+
+def assert_rows_not_shuffled(frame: Any, stored_columns: list[str]) -> None:
+    """A rehash's Spark plan (runner/services/rehash_bitmaps.py): its scan reads none of
+    `stored_columns` (the rows stay in their files), and its one exchange carries partial
+    bitmaps, after the aggregate that folds each task's rows into them."""
+    plan = frame._jdf.queryExecution().executedPlan().toString()
+    read = [line for line in plan.splitlines() if "ReadSchema" in line]
+    assert read and not any(f"{c}:" in line for line in read for c in stored_columns), plan
+    assert plan.count("Exchange ") == 1 and "partial_bit_or" in plan, plan

@@ -47,7 +47,7 @@ def _expansion_options(command: Callable[..., None]) -> Callable[..., None]:
             click.option(
                 "--policy",
                 type=_POLICY,
-                help="multiple_rehash: N to k*N, no shuffle; overwrite: any count, full "
+                help="multiple_rehash: N to k*N, no reshuffle; overwrite: any count, full "
                 "reshuffle; split: each bucket past index.expansion.max_bucket_bytes splits "
                 "alone (default: the spec's index.expansion.policy).",
             ),
@@ -83,7 +83,7 @@ def expand(options: ExpandOptions) -> None:
     """Grow the bucket count of a spec's table, in one atomic commit.
 
     \b
-      runner expand SPEC.yaml --buckets 32                       16 -> 32, no shuffle
+      runner expand SPEC.yaml --buckets 32                       16 -> 32, no reshuffle
       runner expand SPEC.yaml --buckets 24 --policy overwrite    any count, reshuffled
       runner expand SPEC.yaml --partition city=paris             one hot partition, x factor
       runner expand SPEC.yaml --bucket city=paris/3              one hot bucket, into 3 and 3+N

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -22,7 +22,7 @@ from runner.delta.snapshot import DataFile, TableSnapshot, open_table
 from runner.storage.location import TableLocation, is_local
 
 _GLOB_CHARS = "\\[]{}*?"
-SOURCE_FILE = "__runner_source_file"
+FILE_NAME = "__runner_stored_file"
 ROW_INDEX = "__runner_row_index"
 _FILE_NAME = "__runner_file_name"
 _ROW = "__runner_file_row"
@@ -62,33 +62,34 @@ def listed_on_driver(spark: SparkSession, paths: Sequence[str]) -> Iterator[None
 
 
 def read_files(
-    spark: SparkSession,
-    snapshot: TableSnapshot,
-    files: Sequence[DataFile],
-    positions: bool = False,
+    spark: SparkSession, snapshot: TableSnapshot, files: Sequence[DataFile]
 ) -> DataFrame:
-    """The live rows of some of the table's files, with the table's schema; with
-    `positions`, also each row's file (SOURCE_FILE, as Spark names it) and ROW_INDEX."""
-    schema = from_arrow_schema(snapshot.arrow_schema())
+    """The live rows of some of the table's files, with the table's schema."""
     if not files:
-        frame = spark.createDataFrame([], schema)
-        if positions:
-            frame = frame.withColumn(SOURCE_FILE, F.lit(None).cast("string"))
-            frame = frame.withColumn(ROW_INDEX, F.lit(None).cast("long"))
-        return frame
-    paths = [_hadoop_path(snapshot.uri, f.path) for f in files]
-    with listed_on_driver(spark, paths):
-        frame = spark.read.schema(schema).parquet(*paths)
-    extra = []
-    if positions:
-        extra += [
-            F.col("_metadata.file_path").alias(SOURCE_FILE),
-            F.col("_metadata.row_index").alias(ROW_INDEX),
-        ]
+        return spark.createDataFrame([], from_arrow_schema(snapshot.arrow_schema()))
+    frame = _scan(spark, snapshot, files)
     vectors = {f.path.rsplit("/", 1)[-1]: f.deletion_vector for f in files if f.deletion_vector}
     if not vectors:
-        return frame.select("*", *extra) if extra else frame
-    return drop_deleted_rows(spark, frame, snapshot.location, vectors, extra)
+        return frame
+    return drop_deleted_rows(spark, frame, snapshot.location, vectors)
+
+
+def read_stored_rows(
+    spark: SparkSession, snapshot: TableSnapshot, files: Sequence[DataFile]
+) -> DataFrame:
+    """Every row the (non-empty) `files` store, those their deletion vectors delete too,
+    with each row's FILE_NAME and ROW_INDEX: for a job that applies the vectors itself."""
+    return _scan(spark, snapshot, files).select(
+        "*",
+        F.col("_metadata.file_name").alias(FILE_NAME),
+        F.col("_metadata.row_index").alias(ROW_INDEX),
+    )
+
+
+def _scan(spark: SparkSession, snapshot: TableSnapshot, files: Sequence[DataFile]) -> DataFrame:
+    paths = [_hadoop_path(snapshot.uri, f.path) for f in files]
+    with listed_on_driver(spark, paths):
+        return spark.read.schema(from_arrow_schema(snapshot.arrow_schema())).parquet(*paths)
 
 
 def drop_deleted_rows(
@@ -96,12 +97,11 @@ def drop_deleted_rows(
     frame: DataFrame,
     location: TableLocation,
     vectors: Mapping[str, DeletionVector],
-    extra: Sequence[Column] = (),
 ) -> DataFrame:
     """A parquet scan of a table's files without the rows their deletion vectors delete.
 
     `frame` must be the scan itself (its `_metadata` column); `vectors` maps a file name to
-    its deletion vector; `extra` are further columns to select from the scan.
+    its deletion vector.
     """
     fs, root = location.filesystem()
     names, rows = [], []
@@ -119,7 +119,6 @@ def drop_deleted_rows(
     )
     marked = frame.select(
         "*",
-        *extra,
         F.col("_metadata.file_name").alias(_FILE_NAME),
         F.col("_metadata.row_index").alias(_ROW),
     )

@@ -184,7 +184,7 @@ class BucketLayout:
     def leaf_across(self, before: BucketLayout, partition_path: str) -> Leaf | None:
         """A bucket of `before` that this layout's buckets of the partition cut across;
         None when each of them lies within one bucket of `before`, so that each old bucket
-        can be split on its own (a rehash, no shuffle)."""
+        can be split on its own (a rehash, no reshuffle)."""
         for bucket, modulus in self.leaves(partition_path):
             old = before.bucket_of(partition_path, bucket)  # the old bucket of hash `bucket`
             old_modulus = before.modulus_of(partition_path, old)

@@ -25,26 +25,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from functools import reduce
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import structlog
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from runner import faults, s3_connector
 from runner.delta.log_entry import NewFile
-from runner.delta.snapshot import DataFile, TableSnapshot, open_table
-from runner.delta.spark_read import ROW_INDEX, SOURCE_FILE, read_files
+from runner.delta.snapshot import TableSnapshot, open_table
+from runner.delta.spark_read import read_files
 from runner.delta.table_config import check_table_settings
 from runner.delta.transaction import Commit, ExpansionRule, commit
 from runner.errors import RunnerError, UserError
-from runner.index.bucket import layout_bucket_column
 from runner.index.layout import LAYOUT_KEYS
 from runner.index.naming import new_file_id, new_instant
-from runner.keygen import build_key_generator
 from runner.progress import Progress
 from runner.services.expansion_plan import (
     SPLIT,
@@ -55,14 +51,19 @@ from runner.services.expansion_plan import (
     plan_expansion,
 )
 from runner.services.expansion_split import plan_hot_splits, plan_split
-from runner.session import session_settings, spark_session, under_spark_submit
+from runner.services.rehash_bitmaps import (
+    bitmap_frame,
+    bitmaps_by_task,
+    new_bucket_column,
+    task_files,
+)
+from runner.session import spark_session, under_spark_submit
 from runner.spec.model import PipelineSpec, Target
 from runner.storage.in_flight import in_flight
 from runner.storage.location import TableLocation, locate, writing
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY
 from runner.summary import human_size
 from runner.write.regroup_writer import (
-    FILE_HASH,
     REGROUP_RESULT_SCHEMA,
     RegroupJob,
     RehashJob,
@@ -72,19 +73,9 @@ from runner.write.uncommitted import remove_uncommitted
 
 log = structlog.get_logger(__name__)
 
-# Spark may split a large file between read tasks; a rehash needs each old bucket file read
-# whole by one task (its rows alone make up its new buckets). Files are split only when
-# longer than min(maxPartitionBytes, max(openCostInBytes, bytes per core)): raising both
-# settings to the largest file's size rules that out, and small files still share tasks.
-_DEFAULT_MAX_PARTITION_BYTES = 128 << 20
 
-
-def _whole_file_reads(largest_file: int) -> dict[str, str]:
-    """Spark's file read settings under which no file of up to `largest_file` bytes is split."""
-    return {
-        "spark.sql.files.maxPartitionBytes": str(max(largest_file, _DEFAULT_MAX_PARTITION_BYTES)),
-        "spark.sql.files.openCostInBytes": str(max(largest_file, 1)),
-    }
+# A rehash's rows stay out of Spark: only bitmaps of them cross its exchange.
+_NO_ROWS_SHUFFLED = "no rows, bitmaps only"
 
 
 @dataclass
@@ -119,7 +110,7 @@ class ExpandSummary:
                 what,
                 f"  files        {self.files_read} read ({human_size(self.bytes_read)}), "
                 f"{self.files_written} written ({human_size(self.bytes_written)})",
-                f"  shuffle      {'yes (overwrite)' if self.shuffle else 'none'}",
+                f"  shuffle      {'all rows (overwrite)' if self.shuffle else _NO_ROWS_SHUFFLED}",
                 f"  time         {self.seconds:.1f}s",
             ]
         )
@@ -180,9 +171,9 @@ def _rewrite_job(
     schema, fault = snapshot.arrow_schema(), faults.requested()
     group_bytes = target.group_bytes
     if plan.policy != "overwrite":
-        by_hash = files_by_hash(spark, plan.files)
-        keep_groups = group_bytes is not None
-        return RehashJob(snapshot.location, instant, schema, file_ids, by_hash, fault, keep_groups)
+        return RehashJob(
+            snapshot.location, instant, schema, file_ids, fault, group_bytes is not None
+        )
     rows = sum(f.num_records for f in plan.files)
     per_group = rows_per_group(plan.files, rows, group_bytes)
     return RegroupJob(snapshot.location, instant, schema, file_ids, fault, per_group)
@@ -198,10 +189,14 @@ def _rewrite(
     """The Spark job: the plan's rows in their new bucket files, every row written once."""
     if not plan.files:  # a split of a bucket that holds no file: only the layout changes
         return []
-    largest = max((f.size for f in plan.files), default=0)
-    with session_settings(spark, _whole_file_reads(largest)):
-        frame = expansion_frame(spark, snapshot, target, plan)
-        results = frame.mapInArrow(job, from_arrow_schema(REGROUP_RESULT_SCHEMA)).collect()
+    if isinstance(job, RehashJob):
+        bitmaps = bitmap_frame(spark, snapshot, target, plan).toArrow()
+        tasks = task_files(plan.files, spark.sparkContext.defaultParallelism)
+        job = replace(job, tasks=tuple(map(tuple, tasks)), bitmaps=bitmaps_by_task(bitmaps, tasks))
+        frame = spark.range(0, len(tasks), 1, len(tasks))
+    else:
+        frame = regroup_frame(spark, snapshot, target, plan)
+    results = frame.mapInArrow(job, from_arrow_schema(REGROUP_RESULT_SCHEMA)).collect()
     written_rows = sum(r.num_records for r in results)
     if written_rows != plan.rows:
         raise RunnerError(
@@ -239,71 +234,16 @@ def _relayout(
     )
 
 
-def file_hash(path: Column) -> Column:
-    """A file's id in the rows a rehash hands its writers: a 64-bit hash of its name (names
-    are unique in a runner table). Its path, a string of about 100 bytes per row, was half
-    of what crossed the Arrow hand-off to Python."""
-    return F.xxhash64(F.substring_index(path, "/", -1))
-
-
-def files_by_hash(spark: SparkSession, files: Sequence[DataFile]) -> dict[int, DataFile]:
-    """Each file under its file_hash, computed by Spark on the driver (a local relation,
-    no job), so that the writers know the files by the hashes their rows carry."""
-    names = spark.createDataFrame([(f.path.rsplit("/", 1)[-1],) for f in files], "name string")
-    hashes = [r[0] for r in names.select(file_hash(F.col("name"))).collect()]
-    by_hash = dict(zip(hashes, files, strict=True))
-    if len(by_hash) < len(files):  # two names alike in 64 bits: not expected to be seen
-        raise RunnerError(
-            "two files of this expansion have the same name hash; nothing was written: "
-            "expand the partitions in smaller groups (--partition)"
-        )
-    return by_hash
-
-
-def expansion_frame(
+def regroup_frame(
     spark: SparkSession, snapshot: TableSnapshot, target: Target, plan: ExpansionPlan
 ) -> DataFrame:
-    """What the expansion's writer tasks receive, with each row's new `_bucket`.
-
-    multiple_rehash and split: only the bucket function's inputs are read, and each row
-    goes out as (its file's FILE_HASH, its row index, new bucket): a scan and a projection,
-    no exchange; the writer reads the rows themselves from the file. overwrite: whole rows,
-    shuffled by (partition path, new bucket) and sorted by key.
-    """
-    rehash = plan.policy != "overwrite"
-    if plan.splits:
-        # each split bucket's files are read by one task (a coalesce, no shuffle), so that
-        # each child gets one file: a merge-on-read bucket's base and delta files are folded
-        frames = [
-            read_files(spark, snapshot, s.files, positions=True).coalesce(1)
-            for s in plan.splits
-            if s.files
-        ]
-        rows = reduce(DataFrame.unionAll, frames)
-    else:
-        rows = read_files(spark, snapshot, plan.files, positions=rehash)
-    new_bucket = layout_bucket_column(
-        target.index.hash_fields,
-        plan.layout_after,
-        F.col(PARTITION_PATH),
-        build_key_generator(target.key_generator).strings(rows.schema),
-    )
-    if rehash:
-        buckets = {(f.partition_path, f.bucket) for f in plan.files}
-        if len(buckets) < len(plan.files):
-            # a bucket of several files (a bulk load's, or base and delta files): its files
-            # must reach the writer one after the other. A file's path starts with its
-            # partition and bucket id, so a local sort by path puts them so.
-            rows = rows.sortWithinPartitions(SOURCE_FILE)
-        return rows.select(
-            file_hash(F.col(SOURCE_FILE)).alias(FILE_HASH),
-            F.col(ROW_INDEX),
-            new_bucket.alias(BUCKET),
-        )
+    """An overwrite's rows, each with its new `_bucket`, shuffled by (partition path, new
+    bucket) and sorted by key."""
+    rows = read_files(spark, snapshot, plan.files)
     groups = len(plan.new_buckets())
     shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
     return (
-        rows.withColumn(BUCKET, new_bucket)
+        rows.withColumn(BUCKET, new_bucket_column(rows, target, plan))
         .repartition(max(1, min(groups, shuffle)), PARTITION_PATH, BUCKET)
         .sortWithinPartitions(PARTITION_PATH, BUCKET, RECORD_KEY)
     )

@@ -145,7 +145,7 @@ class ExpansionPlan:
 
     def render(self) -> str:
         d = self.to_dict()
-        how = "a full reshuffle" if d["shuffle"] else "no shuffle: each old bucket split alone"
+        how = "a full reshuffle" if d["shuffle"] else "no reshuffle: each old bucket split alone"
         lines = [
             f"expansion plan for {self.table} at version {self.version} ({self.policy}, {how})",
             f"  buckets      {self.layout_before.describe()} -> {self.layout_after.describe()}",

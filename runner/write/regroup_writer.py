@@ -1,12 +1,12 @@
 """The executor-side writers of a bucket expansion: stored rows into their new buckets' files.
 
-multiple_rehash and split (RehashJob): Spark reads only what the bucket function needs (the
-hash fields, plus each row's file and row index) and computes the new buckets; the task then
-reads each old bucket file whole with pyarrow and streams its rows into the files of its new
-buckets b, b+N, ... (at most k open). The table's rows never pass through Spark rows or a
-shuffle, like the merge handle of a write. overwrite (RegroupJob): the rows come shuffled and
-sorted by (partition path, new bucket, record key), and each file is closed when its group
-ends. Rows are copied as they are: only `_bucket` changes.
+multiple_rehash and split (RehashJob): Spark computes each stored row's new bucket and sends
+them as bitmaps (runner/services/rehash_bitmaps.py); each task then reads whole old bucket
+files with pyarrow and streams their live rows into the files of their new buckets b, b+N,
+... (at most k open). The table's rows never pass through Spark rows or a shuffle, like the
+merge handle of a write. overwrite (RegroupJob): the rows come shuffled and sorted by
+(partition path, new bucket, record key), and each file is closed when its group ends. Rows
+are copied as they are: only `_bucket` changes.
 
 File groups (runner/write/file_groups.py) survive an expansion. A rehash writes each old
 file group's rows into one file group per new bucket (its id derived from the old group's,
@@ -17,7 +17,7 @@ An overwrite's sorted rows are cut into groups of about `rows_per_group` rows.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +28,6 @@ import pyarrow.parquet as pq
 from runner import faults
 from runner.delta.deletion_vectors import keep_mask
 from runner.delta.snapshot import DataFile, Group
-from runner.delta.spark_read import ROW_INDEX
 from runner.errors import RunnerError
 from runner.index.naming import data_file_path, derived_file_id
 from runner.storage.location import TableLocation
@@ -37,8 +36,6 @@ from runner.storage.parquet_file import BucketFile, OpenFiles, conform
 from runner.write.bucket_merge import run_bounds
 from runner.write.task import task_token
 from runner.write.writer import split_groups
-
-FILE_HASH = "__runner_file_hash"  # a row's file, in a rehash (runner/services/expand.py)
 
 REGROUP_RESULT_SCHEMA = pa.schema(
     [
@@ -109,91 +106,94 @@ def _file_id(file_ids: Mapping[Group, str], instant: str, part: Part) -> str:
     return derived_file_id(bucket, instant, pp, piece) if piece else file_ids[(pp, bucket)]
 
 
+# The rows of a rehash's bitmaps (runner/services/rehash_bitmaps.py): in WORD of an old file
+# (rows WORD*64 to WORD*64+63), the rows whose new bucket is BUCKET have their bit set in
+# BITS (bit i: row WORD*64+i). FILE numbers the file among its task's.
+FILE, WORD, BITS = "file", "word", "bits"
+WORD_ROWS = 64
+
+
 @dataclass(frozen=True)
 class RehashJob:
-    """mapInArrow over (FILE_HASH, ROW_INDEX, _bucket) rows of old files.
-
-    `files` maps each old file's FILE_HASH (of its name, unique in a runner table: see
-    runner/services/expand.py file_hash) to the file. Rows a
-    deletion vector deletes are not read by Spark and not copied. The files of one old
-    bucket come one after the other (expansion_frame sorts by file when a bucket has
-    several), and write into the same open files of their new buckets.
-    """
+    """mapInArrow over one row per task (its number, `id`): task i splits the old files of
+    `tasks[i]` (an old bucket's files together, one after the other) into their new
+    buckets, each row by its bit in `bitmaps[i]`. Rows a deletion vector deletes are
+    dropped here; the bitmaps cover every stored row."""
 
     table: TableLocation
     instant: str
     file_schema: pa.Schema
     file_ids: dict[Group, str]
-    files: dict[int, DataFile]
     fault: str | None = None
     keep_groups: bool = False  # one new group per old file group and new bucket
+    tasks: tuple[tuple[DataFile, ...], ...] = ()
+    bitmaps: tuple[pa.Table, ...] = ()
 
     def file_id(self, part: Part) -> str:
         return _file_id(self.file_ids, self.instant, part)
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        out = _Outputs(self)
-        current: int | None = None
-        old_bucket: Group | None = None  # the new files stay open while its files come
-        pieces: list[pa.RecordBatch] = []
         for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            hashes = batch.column(FILE_HASH)
-            for start, end in run_bounds(hashes):
-                name_hash = hashes[start].as_py()
-                if name_hash != current:
-                    if current is not None:
-                        old_bucket = yield from self._split_file(out, current, pieces, old_bucket)
-                    current, pieces = name_hash, []
-                pieces.append(batch.slice(start, end - start))
-        if current is not None:
-            yield from self._split_file(out, current, pieces, old_bucket)
+            for task in batch.column("id").to_pylist():
+                yield from self._task(self.tasks[task], self.bitmaps[task])
+
+    def _task(self, files: Sequence[DataFile], bitmaps: pa.Table) -> Iterator[pa.RecordBatch]:
+        out = _Outputs(self)
+        old_bucket: Group | None = None  # the new files stay open while its files come
+        bounds = dict(_file_bounds(bitmaps.column(FILE)))
+        for number, stored in enumerate(files):
+            if (stored.partition_path, stored.bucket) != old_bucket:
+                yield from out.close_all()
+                old_bucket = (stored.partition_path, stored.bucket)
+            start, end = bounds.get(number, (0, 0))
+            self._split_file(out, stored, bitmaps.slice(start, end - start))
         yield from out.close_all()
 
-    def _split_file(
-        self,
-        out: _Outputs,
-        name_hash: int,
-        pieces: list[pa.RecordBatch],
-        old_bucket: Group | None,
-    ) -> Generator[pa.RecordBatch, None, Group]:
-        """Write one old file's live rows into its new buckets' files; those of the
-        previous old bucket are closed first. Returns the file's (old) bucket."""
-        stored = self.files.get(name_hash)
-        if stored is None:
-            raise RunnerError(
-                f"Spark read a file (name hash {name_hash}) that is not one of this expansion"
-            )
+    def _split_file(self, out: _Outputs, stored: DataFile, bitmaps: pa.Table) -> None:
+        """Write one old file's live rows into its new buckets' files."""
         path = f"{out.root}/{stored.path}"  # in the table's file system, as pyarrow names it
-        keys = pa.Table.from_batches(pieces)
-        pp = stored.partition_path
-        piece = stored.file_id if self.keep_groups else ""
-        if (stored.partition_path, stored.bucket) != old_bucket:
-            yield from out.close_all()
         rows = pq.ParquetFile(path, filesystem=out.fs)
         count = rows.metadata.num_rows
+        buckets = new_buckets(bitmaps, count, path)
         live = keep_mask(out.fs, out.root, stored.deletion_vector, count)
-        if keys.num_rows != int(live.sum()):
-            raise RunnerError(f"{path}: Spark read {keys.num_rows} of its {live.sum()} live rows")
-        # the new bucket of every live row, in file order, whatever order Spark gave them in
-        buckets = np.full(count, -1, dtype=np.int32)
-        buckets[keys.column(ROW_INDEX).to_numpy()] = keys.column(BUCKET).to_numpy()
-        if (buckets[live] < 0).any():
-            raise RunnerError(f"{path}: Spark did not read every live row of it once")
+        pp, piece = stored.partition_path, stored.file_id if self.keep_groups else ""
         offset = 0
         for batch in rows.iter_batches():
             part = pa.Table.from_batches([batch])
             kept = live[offset : offset + part.num_rows]
-            new_buckets = buckets[offset : offset + part.num_rows]
+            chosen = buckets[offset : offset + part.num_rows]
             offset += part.num_rows
             if not kept.all():
-                part, new_buckets = part.filter(pa.array(kept)), new_buckets[kept]
-            new = pa.array(new_buckets)
+                part, chosen = part.filter(pa.array(kept)), chosen[kept]
+            new = pa.array(chosen)
             part = part.set_column(part.schema.get_field_index(BUCKET), BUCKET, new)
             for bucket in pc.unique(new).to_pylist():
                 out.write((pp, bucket, piece), part.filter(pc.equal(new, bucket)))
-        return (stored.partition_path, stored.bucket)
+
+
+def new_buckets(bitmaps: pa.Table, count: int, path: str) -> np.ndarray:
+    """The new bucket of each of a file's `count` rows, from its bitmaps; an error unless
+    they give every row exactly one."""
+    words = bitmaps.column(WORD).to_numpy()
+    bits = bitmaps.column(BITS).to_numpy().astype("<i8")
+    set_bits = np.unpackbits(bits.view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+    word, bit = np.nonzero(set_bits)
+    rows = words[word] * WORD_ROWS + bit
+    buckets = np.full(count, -1, dtype=np.int32)
+    if rows.size == count and (count == 0 or (rows.min() >= 0 and rows.max() < count)):
+        buckets[rows] = bitmaps.column(BUCKET).to_numpy()[word]
+    if rows.size != count or (buckets < 0).any():
+        raise RunnerError(
+            f"{path}: Spark gave {rows.size} of its {count} rows a new bucket, not each once; "
+            "nothing was committed"
+        )
+    return buckets
+
+
+def _file_bounds(files: pa.ChunkedArray) -> Iterator[tuple[int, tuple[int, int]]]:
+    """(file number, (start, end)) of each run of one file in the sorted FILE column."""
+    for start, end in run_bounds(files):
+        yield files[start].as_py(), (start, end)
 
 
 def rows_per_group(files: Sequence[DataFile], rows: int, group_bytes: int | None) -> int | None:

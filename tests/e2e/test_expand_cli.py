@@ -49,7 +49,9 @@ def test_plan_expand_inspect_then_the_next_run(tmp_path):
 
     done = _runner(tmp_path, "expand", "pipelines/quickstart.yaml", "--buckets", "32")
     assert done.returncode == 0, done.stderr
-    assert "committed version 2" in done.stdout and "shuffle      none" in done.stdout
+    assert (
+        "committed version 2" in done.stdout and "shuffle      no rows, bitmaps only" in done.stdout
+    )
 
     inspected = _runner(tmp_path, "inspect", str(table), "--json", "--plot", "buckets.png")
     assert inspected.returncode == 0, inspected.stderr
