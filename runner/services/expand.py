@@ -29,12 +29,12 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import structlog
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from runner import faults, s3_connector
 from runner.delta.log_entry import NewFile
-from runner.delta.snapshot import TableSnapshot, open_table
+from runner.delta.snapshot import DataFile, TableSnapshot, open_table
 from runner.delta.spark_read import read_files
 from runner.delta.table_config import check_table_settings
 from runner.delta.transaction import Commit, ExpansionRule, commit
@@ -55,6 +55,7 @@ from runner.services.rehash_bitmaps import (
     bitmap_frame,
     bitmaps_by_task,
     new_bucket_column,
+    rounds,
     task_files,
 )
 from runner.session import spark_session, under_spark_submit
@@ -190,19 +191,37 @@ def _rewrite(
     if not plan.files:  # a split of a bucket that holds no file: only the layout changes
         return []
     if isinstance(job, RehashJob):
-        bitmaps = bitmap_frame(spark, snapshot, target, plan).toArrow()
-        tasks = task_files(plan.files, spark.sparkContext.defaultParallelism)
-        job = replace(job, tasks=tuple(map(tuple, tasks)), bitmaps=bitmaps_by_task(bitmaps, tasks))
-        frame = spark.range(0, len(tasks), 1, len(tasks))
+        results = [
+            result
+            for files in rounds(plan.files)
+            for result in _rehash_round(spark, snapshot, target, plan, job, files)
+        ]
     else:
         frame = regroup_frame(spark, snapshot, target, plan)
-    results = frame.mapInArrow(job, from_arrow_schema(REGROUP_RESULT_SCHEMA)).collect()
+        results = frame.mapInArrow(job, from_arrow_schema(REGROUP_RESULT_SCHEMA)).collect()
     written_rows = sum(r.num_records for r in results)
     if written_rows != plan.rows:
         raise RunnerError(
             f"expansion wrote {written_rows} rows for {plan.rows} read; nothing was committed"
         )
     return [NewFile(r.path, r.size, r.stats) for r in results]
+
+
+def _rehash_round(
+    spark: SparkSession,
+    snapshot: TableSnapshot,
+    target: Target,
+    plan: ExpansionPlan,
+    job: RehashJob,
+    files: list[DataFile],
+) -> list[Row]:
+    """A rehash of some whole old buckets: their bitmaps to the driver (one Spark job),
+    then a writer task per core, each with about as many bytes of old buckets to split."""
+    bitmaps = bitmap_frame(spark, snapshot, target, plan, files).toArrow()
+    tasks = task_files(files, spark.sparkContext.defaultParallelism)
+    job = replace(job, tasks=tuple(map(tuple, tasks)), bitmaps=bitmaps_by_task(bitmaps, tasks))
+    frame = spark.range(0, len(tasks), 1, len(tasks))
+    return frame.mapInArrow(job, from_arrow_schema(REGROUP_RESULT_SCHEMA)).collect()
 
 
 def _relayout(

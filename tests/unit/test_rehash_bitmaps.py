@@ -10,7 +10,7 @@ import pytest
 
 from runner.delta.snapshot import DataFile
 from runner.errors import RunnerError
-from runner.services.rehash_bitmaps import bitmaps_by_task, task_files
+from runner.services.rehash_bitmaps import bitmaps_by_task, rounds, task_files
 from runner.storage.meta_columns import BUCKET
 from runner.write.regroup_writer import BITS, FILE, WORD, new_buckets
 
@@ -100,3 +100,14 @@ def test_each_task_gets_the_bitmaps_of_its_files_numbered_among_its_own():
     stray = found.set_column(0, "__runner_stored_file", pa.array(["x", "w", "y", "z", "y"]))
     with pytest.raises(RunnerError, match=r"Spark read a file \(w\) that is not one of this"):
         bitmaps_by_task(stray, tasks)
+
+
+def test_a_large_expansion_goes_in_rounds_of_whole_old_buckets():
+    files = [_file(f"b{b}-{i}", b, 100) for b in range(4) for i in range(2)]  # 20 rows a bucket
+    got = rounds(files, most_rows=45)
+    assert [[f.path.rsplit("/", 1)[-1] for f in r] for r in got] == [
+        ["b0-0", "b0-1", "b1-0", "b1-1"],
+        ["b2-0", "b2-1", "b3-0", "b3-1"],
+    ]
+    assert len(rounds(files, most_rows=5)) == 4  # a bucket past the limit goes alone
+    assert rounds(files) == [sorted(files, key=lambda f: f.path)]
