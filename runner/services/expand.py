@@ -127,7 +127,7 @@ def run_expansion(
     summary.shuffle = plan.policy == "overwrite"
     summary.buckets_after = layout_dict(plan.layout_after)
     log.info("expansion_started", table=snapshot.uri, policy=plan.policy, instant=summary.instant)
-    job = _rewrite_job(spark, snapshot, target, plan, summary.instant)
+    job = _rewrite_job(snapshot, target, plan, summary.instant)
     # the commit moves on top of another writer's only if that one changed neither the
     # table's metadata nor any file of the regrown partitions (of the split buckets)
     rule = ExpansionRule(
@@ -158,11 +158,7 @@ def run_expansion(
 
 
 def _rewrite_job(
-    spark: SparkSession,
-    snapshot: TableSnapshot,
-    target: Target,
-    plan: ExpansionPlan,
-    instant: str,
+    snapshot: TableSnapshot, target: Target, plan: ExpansionPlan, instant: str
 ) -> RehashJob | RegroupJob:
     """What each writer task runs: a rehash (multiple_rehash, split) splits old bucket files,
     an overwrite regroups shuffled rows. With file groups (not a change feed's table), a
