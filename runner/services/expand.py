@@ -53,7 +53,7 @@ from runner.services.expansion_plan import (
 from runner.services.expansion_split import plan_hot_splits, plan_split
 from runner.services.rehash_bitmaps import (
     bitmap_frame,
-    bitmaps_by_task,
+    bitmaps_by_file,
     new_bucket_column,
     rounds,
     task_files,
@@ -215,7 +215,7 @@ def _rehash_round(
     then a writer task per core, each with about as many bytes of old buckets to split."""
     bitmaps = bitmap_frame(spark, snapshot, target, plan, files).toArrow()
     tasks = task_files(files, spark.sparkContext.defaultParallelism)
-    job = replace(job, tasks=tuple(map(tuple, tasks)), bitmaps=bitmaps_by_task(bitmaps, tasks))
+    job = replace(job, tasks=tuple(map(tuple, tasks)), bitmaps=bitmaps_by_file(bitmaps, tasks))
     frame = spark.range(0, len(tasks), 1, len(tasks))
     return frame.mapInArrow(job, from_arrow_schema(REGROUP_RESULT_SCHEMA)).collect()
 
@@ -255,13 +255,17 @@ def regroup_frame(
     """An overwrite's rows, each with its new `_bucket`, shuffled by (partition path, new
     bucket) and sorted by key."""
     rows = read_files(spark, snapshot, plan.files)
-    groups = len(plan.new_buckets())
+    rows = rows.withColumn(BUCKET, new_bucket_column(rows, target, plan))
+    return regrouped(spark, rows, len(plan.new_buckets()))
+
+
+def regrouped(spark: SparkSession, rows: DataFrame, groups: int) -> DataFrame:
+    """What a RegroupJob takes: `rows` shuffled by (partition path, bucket) into at most one
+    task per group (of `groups`) and sorted by key in each task."""
     shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
-    return (
-        rows.withColumn(BUCKET, new_bucket_column(rows, target, plan))
-        .repartition(max(1, min(groups, shuffle)), PARTITION_PATH, BUCKET)
-        .sortWithinPartitions(PARTITION_PATH, BUCKET, RECORD_KEY)
-    )
+    return rows.repartition(
+        max(1, min(groups, shuffle)), PARTITION_PATH, BUCKET
+    ).sortWithinPartitions(PARTITION_PATH, BUCKET, RECORD_KEY)
 
 
 @dataclass(frozen=True)

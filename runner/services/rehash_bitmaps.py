@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -31,7 +30,8 @@ from runner.keygen import build_key_generator
 from runner.services.expansion_plan import ExpansionPlan
 from runner.spec.model import Target
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH
-from runner.write.regroup_writer import BITS, FILE, WORD, WORD_ROWS
+from runner.write.bucket_merge import run_bounds
+from runner.write.regroup_writer import BITS, WORD, WORD_ROWS
 
 _BIT = f"shiftleft(1L, CAST(pmod({ROW_INDEX}, {WORD_ROWS}) AS INT))"
 
@@ -98,29 +98,25 @@ def task_files(files: Sequence[DataFile], tasks: int) -> list[list[DataFile]]:
     return [files for files in held if files]
 
 
-def bitmaps_by_task(bitmaps: pa.Table, tasks: Sequence[Sequence[DataFile]]) -> tuple[pa.Table, ...]:
-    """Each task's bitmaps, FILE numbering the file among the task's, sorted by FILE."""
+def bitmaps_by_file(
+    bitmaps: pa.Table, tasks: Sequence[Sequence[DataFile]]
+) -> tuple[tuple[pa.Table, ...], ...]:
+    """The bitmaps of each file of each task, in the tasks' file order."""
     names = [f.path.rsplit("/", 1)[-1] for held in tasks for f in held]
-    index = pc.index_in(bitmaps.column(FILE_NAME), value_set=pa.array(names))
+    index = pc.index_in(bitmaps.column(FILE_NAME), value_set=pa.array(names)).combine_chunks()
     if index.null_count:
         stray = bitmaps.column(FILE_NAME).filter(pc.is_null(index))[0].as_py()
         raise RunnerError(f"Spark read a file ({stray}) that is not one of this expansion")
-    sizes = np.array([len(held) for held in tasks])
-    firsts = np.concatenate([[0], np.cumsum(sizes)])
-    global_index = index.to_numpy(zero_copy_only=False)
-    task_of = np.searchsorted(firsts, global_index, side="right") - 1
-    table = pa.table(
-        {
-            FILE: pa.array(global_index - firsts[task_of], pa.int32()),
-            BUCKET: bitmaps.column(BUCKET),
-            WORD: bitmaps.column(WORD),
-            BITS: bitmaps.column(BITS),
-        }
-    )
-    out = []
-    for task in range(len(tasks)):
-        mine = table.filter(pa.array(task_of == task))
-        out.append(mine.take(pc.sort_indices(mine, [(FILE, "ascending")])))
+    order = pc.sort_indices(index)
+    found, rows = index.take(order), bitmaps.select([BUCKET, WORD, BITS])
+    per_file = [rows.schema.empty_table()] * len(names)  # a file of no rows has no bitmaps
+    for start, end in run_bounds(found):
+        # a take, not a slice: a pickled slice carries its whole parent's buffers
+        per_file[found[start].as_py()] = rows.take(order.slice(start, end - start))
+    out, first = [], 0
+    for held in tasks:
+        out.append(tuple(per_file[first : first + len(held)]))
+        first += len(held)
     return tuple(out)
 
 

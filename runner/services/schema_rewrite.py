@@ -37,12 +37,11 @@ from runner.delta.table_setup import schema_features, with_features
 from runner.delta.transaction import Commit, RewriteRule, commit
 from runner.errors import RunnerError
 from runner.index.naming import new_file_id, new_instant
-from runner.services.expand import let_spark_read
+from runner.services.expand import let_spark_read, regrouped
 from runner.services.expansion_plan import refuse_tombstones
 from runner.spec.model import Target
 from runner.storage.in_flight import in_flight
 from runner.storage.location import writing
-from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY
 from runner.write.regroup_writer import REGROUP_RESULT_SCHEMA, RegroupJob, rows_per_group
 from runner.write.uncommitted import remove_uncommitted
 
@@ -144,10 +143,8 @@ def _write(
         *[c.alias(n) for c, n in zip(columns, names, strict=True)]
     )
     groups = {(f.partition_path, f.bucket) for f in files}
-    shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
-    frame = rows.repartition(max(1, min(len(groups), shuffle)), PARTITION_PATH, BUCKET)
-    frame = frame.sortWithinPartitions(PARTITION_PATH, BUCKET, RECORD_KEY)
-    live = sum(f.num_records - f.deleted_records for f in files)
+    frame = regrouped(spark, rows, len(groups))
+    live = sum(f.live_records for f in files)
     per_group = rows_per_group(files, live, target.group_bytes)
     file_ids = {g: new_file_id(g[1]) for g in groups}
     job = RegroupJob(

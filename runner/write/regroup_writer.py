@@ -33,7 +33,6 @@ from runner.index.naming import data_file_path, derived_file_id
 from runner.storage.location import TableLocation
 from runner.storage.meta_columns import BUCKET, RECORD_KEY
 from runner.storage.parquet_file import BucketFile, OpenFiles, conform
-from runner.write.bucket_merge import run_bounds
 from runner.write.task import task_token
 from runner.write.writer import split_groups
 
@@ -108,8 +107,8 @@ def _file_id(file_ids: Mapping[Group, str], instant: str, part: Part) -> str:
 
 # The rows of a rehash's bitmaps (runner/services/rehash_bitmaps.py): in WORD of an old file
 # (rows WORD*64 to WORD*64+63), the rows whose new bucket is BUCKET have their bit set in
-# BITS (bit i: row WORD*64+i). FILE numbers the file among its task's.
-FILE, WORD, BITS = "file", "word", "bits"
+# BITS (bit i: row WORD*64+i).
+WORD, BITS = "word", "bits"
 WORD_ROWS = 64
 
 
@@ -117,8 +116,8 @@ WORD_ROWS = 64
 class RehashJob:
     """mapInArrow over one row per task (its number, `id`): task i splits the old files of
     `tasks[i]` (an old bucket's files together, one after the other) into their new
-    buckets, each row by its bit in `bitmaps[i]`. Rows a deletion vector deletes are
-    dropped here; the bitmaps cover every stored row."""
+    buckets, each row by its bit in the file's `bitmaps[i][n]`. Rows a deletion vector
+    deletes are dropped here; the bitmaps cover every stored row."""
 
     table: TableLocation
     instant: str
@@ -127,7 +126,7 @@ class RehashJob:
     fault: str | None = None
     keep_groups: bool = False  # one new group per old file group and new bucket
     tasks: tuple[tuple[DataFile, ...], ...] = ()
-    bitmaps: tuple[pa.Table, ...] = ()
+    bitmaps: tuple[tuple[pa.Table, ...], ...] = ()
 
     def file_id(self, part: Part) -> str:
         return _file_id(self.file_ids, self.instant, part)
@@ -137,16 +136,16 @@ class RehashJob:
             for task in batch.column("id").to_pylist():
                 yield from self._task(self.tasks[task], self.bitmaps[task])
 
-    def _task(self, files: Sequence[DataFile], bitmaps: pa.Table) -> Iterator[pa.RecordBatch]:
+    def _task(
+        self, files: Sequence[DataFile], bitmaps: Sequence[pa.Table]
+    ) -> Iterator[pa.RecordBatch]:
         out = _Outputs(self)
         old_bucket: Group | None = None  # the new files stay open while its files come
-        bounds = dict(_file_bounds(bitmaps.column(FILE)))
-        for number, stored in enumerate(files):
+        for stored, its_bitmaps in zip(files, bitmaps, strict=True):
             if (stored.partition_path, stored.bucket) != old_bucket:
                 yield from out.close_all()
                 old_bucket = (stored.partition_path, stored.bucket)
-            start, end = bounds.get(number, (0, 0))
-            self._split_file(out, stored, bitmaps.slice(start, end - start))
+            self._split_file(out, stored, its_bitmaps)
         yield from out.close_all()
 
     def _split_file(self, out: _Outputs, stored: DataFile, bitmaps: pa.Table) -> None:
@@ -188,12 +187,6 @@ def new_buckets(bitmaps: pa.Table, count: int, path: str) -> np.ndarray:
             "nothing was committed"
         )
     return buckets
-
-
-def _file_bounds(files: pa.ChunkedArray) -> Iterator[tuple[int, tuple[int, int]]]:
-    """(file number, (start, end)) of each run of one file in the sorted FILE column."""
-    for start, end in run_bounds(files):
-        yield files[start].as_py(), (start, end)
 
 
 def rows_per_group(files: Sequence[DataFile], rows: int, group_bytes: int | None) -> int | None:

@@ -4,15 +4,17 @@ tests/spark/test_expand.py and test_bucket_split.py."""
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from runner.delta.snapshot import DataFile
 from runner.errors import RunnerError
-from runner.services.rehash_bitmaps import bitmaps_by_task, rounds, task_files
+from runner.services.rehash_bitmaps import bitmaps_by_file, rounds, task_files
 from runner.storage.meta_columns import BUCKET
-from runner.write.regroup_writer import BITS, FILE, WORD, new_buckets
+from runner.write.regroup_writer import BITS, WORD, new_buckets
 
 
 def _bitmaps(rows_by_bucket: dict[int, list[int]]) -> pa.Table:
@@ -77,8 +79,8 @@ def test_tasks_hold_whole_old_buckets_and_about_equal_bytes():
     assert task_files(files[:1], 8) == [files[:1]]  # no more tasks than buckets
 
 
-def test_each_task_gets_the_bitmaps_of_its_files_numbered_among_its_own():
-    files = [_file("x", 0, 10), _file("y", 1, 20), _file("z", 2, 30)]
+def test_each_task_gets_the_bitmaps_of_its_files_in_its_file_order():
+    files = [_file("x", 0, 10), _file("y", 1, 20), _file("z", 2, 30), _file("empty", 3, 5)]
     tasks = task_files(files, 2)
     names = ["z", "x", "y", "z", "y"]
     found = pa.table(
@@ -89,17 +91,18 @@ def test_each_task_gets_the_bitmaps_of_its_files_numbered_among_its_own():
             BITS: pa.array([1, 2, 3, 4, 5], pa.int64()),
         }
     )
-    by_task = bitmaps_by_task(found, tasks)
-    for held, bitmaps in zip(tasks, by_task, strict=True):
-        mine = {f.path.rsplit("/", 1)[-1] for f in held}
-        numbers, bits = bitmaps.column(FILE).to_pylist(), bitmaps.column(BITS).to_pylist()
-        got = [(held[n].path.rsplit("/", 1)[-1], b) for n, b in zip(numbers, bits, strict=True)]
-        assert got == sorted(got, key=lambda g: [f.path for f in held].index(f"city=a/{g[0]}"))
-        assert sorted(got) == sorted((n, b + 1) for b, n in enumerate(names) if n in mine)
+    by_file = bitmaps_by_file(found, tasks)
+    assert [len(per_file) for per_file in by_file] == [len(held) for held in tasks]
+    for held, per_file in zip(tasks, by_file, strict=True):
+        for stored, bitmaps in zip(held, per_file, strict=True):
+            name = stored.path.rsplit("/", 1)[-1]
+            got = sorted(bitmaps.column(BITS).to_pylist())
+            assert got == [b + 1 for b, n in enumerate(names) if n == name], name
+            assert bitmaps.column_names == [BUCKET, WORD, BITS]
 
     stray = found.set_column(0, "__runner_stored_file", pa.array(["x", "w", "y", "z", "y"]))
     with pytest.raises(RunnerError, match=r"Spark read a file \(w\) that is not one of this"):
-        bitmaps_by_task(stray, tasks)
+        bitmaps_by_file(stray, tasks)
 
 
 def test_a_large_expansion_goes_in_rounds_of_whole_old_buckets():
@@ -111,3 +114,19 @@ def test_a_large_expansion_goes_in_rounds_of_whole_old_buckets():
     ]
     assert len(rounds(files, most_rows=5)) == 4  # a bucket past the limit goes alone
     assert rounds(files) == [sorted(files, key=lambda f: f.path)]
+
+
+def test_the_bitmaps_travel_to_the_tasks_once_not_once_per_file():
+    """Each file's bitmaps are their own buffers: a slice would pickle (and ship to every
+    writer task) the whole table's for each of its files, 200 times the bytes here."""
+    files = [_file(f"f{i}", i % 8, 100) for i in range(200)]
+    found = pa.table(
+        {
+            "__runner_stored_file": [f"f{i}" for i in range(200) for _ in range(50)],
+            BUCKET: pa.array([i % 8 for i in range(200) for _ in range(50)], pa.int32()),
+            WORD: pa.array([w for _ in range(200) for w in range(50)], pa.int64()),
+            BITS: pa.array([-1] * 10_000, pa.int64()),
+        }
+    )
+    shipped = len(pickle.dumps(bitmaps_by_file(found, task_files(files, 2))))
+    assert shipped < 3 * len(pickle.dumps(found.drop_columns(["__runner_stored_file"])))
