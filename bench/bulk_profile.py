@@ -26,6 +26,13 @@ def _seconds(run: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
+def _with_settings(spark, settings: dict[str, str], run: Callable[[], object]) -> object:
+    from runner.session import session_settings
+
+    with session_settings(spark, settings):
+        return run()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.bulk_profile", description=__doc__)
     parser.add_argument("--rows", type=int, default=2_000_000)
@@ -36,10 +43,11 @@ def main() -> None:
 
     from bench.write import spec_file, write_source
     from runner import logs
+    from runner.pipeline.batch import plan_table_schema
     from runner.pipeline.key_columns import add_key_columns
     from runner.pipeline.quality import add_verdicts
-    from runner.pipeline.run import _plan_schema
     from runner.pipeline.winners import bulk_keys, bulk_rows, bulk_verdict
+    from runner.pipeline.write_stage import bulk_job_settings
     from runner.session import spark_session
     from runner.spec.model import SparkSettings
     from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY
@@ -60,7 +68,7 @@ def main() -> None:
         spec = spec_file(work, "bulk", "bulk_insert", work / "src", work / "t", args.buckets)
         source = spark.read.parquet(str(work / "src"))
         judged = add_verdicts(add_key_columns(source, spec.target), spec)
-        plan = _plan_schema(source, spec.target, None)
+        plan = plan_table_schema(source, spec.target, None)
         rows = bulk_rows(judged, plan)
         unsorted = judged.select(
             RECORD_KEY, PARTITION_PATH, BUCKET, *plan.data_columns, bulk_verdict()
@@ -72,21 +80,26 @@ def main() -> None:
         def to_python(frame):
             return lambda: frame.mapInArrow(count, from_arrow_schema(counted)).collect()
 
+        def runner_settings(run, keys_only=True):
+            settings = bulk_job_settings(judged, keys_only)
+            return lambda: _with_settings(spark, settings, run)
+
+        def plain(directory):
+            return lambda: source.write.mode("overwrite").partitionBy("city").parquet(directory)
+
+        keys = to_python(bulk_keys(judged))
         steps = [
             ("read the parquet source", noop(source)),
             ("+ key columns and verdicts", noop(judged)),
-            ("+ the local sort by (partition path, bucket)", noop(rows)),
-            ("+ the Arrow hand-off to Python", to_python(rows)),
+            ("+ the local sort by (partition path, bucket) (the rows path)", noop(rows)),
+            ("+ the Arrow hand-off of whole rows (the rows path)", to_python(rows)),
             ("  (the hand-off without the sort)", to_python(unsorted)),
+            ("the key columns, verdicts and row places only, to Python: Spark's settings", keys),
+            ("the same with the runner's bulk job settings", runner_settings(keys)),
+            ("Spark partitionBy().parquet(), for scale", plain(str(work / "plain"))),
             (
-                "the key columns, verdicts and row places only, to Python",
-                to_python(bulk_keys(judged)),
-            ),
-            (
-                "Spark partitionBy().parquet(), for scale",
-                lambda: (
-                    source.write.mode("overwrite").partitionBy("city").parquet(str(work / "plain"))
-                ),
+                "the same with the runner's split of the input",
+                runner_settings(plain(str(work / "plain")), False),
             ),
         ]
         print(f"| step ({args.rows:,} rows, local[2]) | s |\n|---|---|")

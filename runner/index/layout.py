@@ -96,6 +96,11 @@ class BucketLayout:
     def count_for(self, partition_path: str) -> int:
         return self.partitions.get(partition_path, self.default)
 
+    def largest_modulus(self) -> int:
+        """Every bucket id of the table is below this."""
+        counts = [self.default, *self.partitions.values()]
+        return max([*counts, *(m for leaves in self.splits.values() for m in leaves.values())])
+
     def leaves(self, partition_path: str) -> list[Leaf]:
         """Every bucket of the partition with its modulus, by bucket id."""
         count = self.count_for(partition_path)

@@ -33,7 +33,7 @@ from runner.delta.snapshot import TableSnapshot, open_table
 from runner.delta.transaction import BucketClash
 from runner.errors import CommitConflictError, UnreadableFileError, UserError
 from runner.pipeline.after_commit import ServicesRun, after_commit
-from runner.pipeline.batch import Batch, plan_batch
+from runner.pipeline.batch import Batch, plan_batch, table_layout
 from runner.pipeline.bucket_plan import plan_buckets, refuse_occupied
 from runner.pipeline.commit_stage import (
     Committed,
@@ -61,7 +61,7 @@ from runner.spec.model import PipelineSpec
 from runner.storage.in_flight import in_flight
 from runner.storage.location import writing
 from runner.summary import RunSummary
-from runner.write.bulk_writer import OCCUPIED
+from runner.write.bulk_writer import OCCUPIED, places_overflow
 from runner.write.uncommitted import remove_files, remove_uncommitted
 
 log = structlog.get_logger(__name__)
@@ -306,7 +306,9 @@ def _bulk_insert(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Commit
     Spark need not send them."""
     batch, target, snapshot = run.batch, ctx.target, run.snapshot
     data = batch.schema.data_columns
-    why_not = why_spark_sends_rows(ctx.spec, batch.transformed, batch.schema.file_schema, data)
+    why_not = why_spark_sends_rows(
+        ctx.spec, batch.transformed, batch.schema.file_schema, data
+    ) or places_overflow(table_layout(snapshot, target).largest_modulus())
     rows_from = f"Spark ({why_not})" if why_not else "the source files"
     log.info("bulk_rows_from", source=rows_from)
     occupied = frozenset(pp for pp, _ in snapshot.files_by_group()) if snapshot else frozenset()

@@ -91,13 +91,16 @@ def bulk_rows(judged: DataFrame, plan: SchemaPlan) -> DataFrame:
 
 def bulk_keys(judged: DataFrame) -> DataFrame:
     """What only Spark may compute of each row, and where the row is in its source file,
-    in file order: the writer reads the rows themselves (runner/sources/file_rows.py)."""
+    in file order: the writer reads the rows themselves (runner/sources/file_rows.py). The
+    bucket travels inside the row's place (bulk_writer.SOURCE_PLACE)."""
+    place = F.col(BUCKET).cast("long") * (1 << bulk_writer.PLACE_BITS) + F.col(
+        "_metadata.row_index"
+    )
     return judged.select(
         F.col("_metadata.file_path").alias(bulk_writer.SOURCE_FILE),
-        F.col("_metadata.row_index").alias(bulk_writer.SOURCE_ROW),
+        place.alias(bulk_writer.SOURCE_PLACE),
         RECORD_KEY,
         PARTITION_PATH,
-        BUCKET,
         bulk_verdict(),
     )
 

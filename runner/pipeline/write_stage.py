@@ -31,14 +31,22 @@ from runner.pipeline.winners import (
     merge_settings,
     write_frame,
 )
+from runner.session import session_settings
+from runner.sources.splits import balanced_split_settings
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH
 from runner.storage.parquet_rows import ParquetRows
 from runner.write.bucket_write import WriteRequest, bucket_write, written_files
-from runner.write.bulk_writer import BULK_RESULT_SCHEMA, BulkJob
+from runner.write.bulk_writer import BULK_RESULT_SCHEMA, PLACE_BITS, BulkJob
 from runner.write.driver_merge import mark_candidates, write_on_driver
 from runner.write.field_merge import merger_error_in
 from runner.write.uncommitted import remove_files
 from runner.write.writer import RESULT_SCHEMA
+
+# Spark measures the Arrow batch it is filling after every row unless the byte limit is
+# exactly Int.MaxValue (BatchedPythonArrowInput): a fifth of the JVM's time in a bulk load's
+# key stream. Those rows are a few narrow columns, so the row limit (maxRecordsPerBatch,
+# session.py) bounds a batch alone; whole rows, which can be wide, keep the byte limit.
+NARROW_ARROW_BATCHES = {"spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1)}
 
 log = structlog.get_logger(__name__)
 
@@ -142,10 +150,19 @@ def write_bulk(
         schema.file_schema,
         occupied,
         faults.requested(),
-        ParquetRows(source_columns) if source_columns else None,
+        ParquetRows(source_columns, most_rows=1 << PLACE_BITS) if source_columns else None,
     )
     frame = bulk_keys(judged) if source_columns else bulk_rows(judged, schema)
-    return frame.mapInArrow(job, _struct(BULK_RESULT_SCHEMA)).collect()
+    with session_settings(judged.sparkSession, bulk_job_settings(judged, bool(source_columns))):
+        return frame.mapInArrow(job, _struct(BULK_RESULT_SCHEMA)).collect()
+
+
+def bulk_job_settings(judged: DataFrame, keys_only: bool) -> dict[str, str]:
+    """The Spark settings of a bulk load's one job: its input in equal tasks, a multiple of
+    the cores (runner/sources/splits.py); for a stream of keys alone, Arrow batches bounded
+    by their rows only."""
+    settings = balanced_split_settings(judged.sparkSession, judged)
+    return settings | NARROW_ARROW_BATCHES if keys_only else settings
 
 
 def _group(result: Row) -> Group:

@@ -20,8 +20,9 @@ class ParquetRows:
     its rows in file order, so the last row group read is kept for the next call. Travels
     to the executors with the write job, unused (its state is made there)."""
 
-    def __init__(self, columns: Sequence[str]):
+    def __init__(self, columns: Sequence[str], most_rows: int | None = None):
         self.columns = list(columns)
+        self.most_rows = most_rows  # a file's rows the caller can number
         self._open: tuple[str, pq.ParquetFile, list[int]] | None = None  # uri, file, group starts
         self._last: tuple[int, pa.Table] | None = None  # the last row group read
 
@@ -44,6 +45,11 @@ class ParquetRows:
             if path is None:
                 raise OSError(f"{uri} is not a local file")
             parquet = pq.ParquetFile(path)
+            if self.most_rows is not None and parquet.metadata.num_rows > self.most_rows:
+                raise OSError(
+                    f"{parquet.metadata.num_rows:,} rows, more than the {self.most_rows:,} "
+                    "the bulk writer numbers in one file: split the file"
+                )
             sizes = [parquet.metadata.row_group(g).num_rows for g in range(parquet.num_row_groups)]
             starts = [0, *itertools.accumulate(sizes)][:-1]
             self._open, self._last = (uri, parquet, starts), None

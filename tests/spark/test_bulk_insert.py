@@ -22,10 +22,13 @@ from runner.commands.inspect import inspect_table, render_report
 from runner.delta.snapshot import open_table
 from runner.errors import UserError
 from runner.index.naming import parse_data_file_name
+from runner.index.string_hash import spark_string_hash
 from runner.pipeline.run import run_pipeline
 from runner.services.compact import compact_table
 from runner.services.expand import ExpansionRequest, expand_table
+from runner.session import session_settings
 from runner.spec import load_spec
+from runner.write import bulk_writer
 from tests.helpers import (
     city_content,
     city_rows,
@@ -56,12 +59,8 @@ def three_tasks(spark, tmp_path):
         "spark.sql.files.maxPartitionBytes": "1048576",
         "spark.sql.files.openCostInBytes": "1048576",
     }
-    saved = {k: spark.conf.get(k) for k in conf}
-    for k, v in conf.items():
-        spark.conf.set(k, v)
-    yield frame.sort_values("id").reset_index(drop=True)
-    for k, v in saved.items():
-        spark.conf.set(k, v)
+    with session_settings(spark, conf):  # unset after, as a spec that never set them
+        yield frame.sort_values("id").reset_index(drop=True)
 
 
 def test_each_task_writes_its_own_files_of_the_buckets_file_group(spark, tmp_path, three_tasks):
@@ -163,11 +162,18 @@ def _typed_rows(n: int) -> pa.Table:
 
 
 def _same_rows(table_path, expected: pa.Table) -> None:
-    """The table holds `expected`'s rows, with keys and partition paths Spark computed."""
+    """The table holds `expected`'s rows, with keys and partition paths Spark computed, each
+    in its key's bucket and in that bucket's files."""
     stored = DeltaTable(str(table_path)).to_pyarrow_table().sort_by("id")
     assert stored.column("_record_key").to_pylist() == [str(i) for i in range(len(expected))]
     assert stored.column("_partition_path").to_pylist() == expected.column("city").to_pylist()
     assert len(pc.unique(stored.column("_commit_seqno"))) == len(expected)
+    count = city_target("bulk_insert")["index"]["buckets"]
+    buckets = [spark_string_hash((str(i),)) % count for i in range(len(expected))]
+    assert stored.column("_bucket").to_pylist() == buckets
+    for f in open_table(str(table_path)).files():
+        in_file = pq.read_table(table_path / f.path, columns=["_bucket"]).column("_bucket")
+        assert set(in_file.to_pylist()) == {parse_data_file_name(f.path).bucket}  # type: ignore[union-attr]
     data = stored.select(expected.column_names)
     want = expected.cast(data.schema).to_pandas()  # Spark's types: timestamps in microseconds
     pd.testing.assert_frame_equal(data.to_pandas(), want)
@@ -191,14 +197,8 @@ def test_the_writers_read_the_rows_from_a_parquet_source_themselves(spark, tmp_p
     spec = write_spec(tmp_path, _target())
     conf = {"spark.sql.files.maxPartitionBytes": split_bytes}
     conf["spark.sql.files.openCostInBytes"] = open_cost
-    saved = {k: spark.conf.get(k) for k in conf}
-    try:
-        for k, v in conf.items():
-            spark.conf.set(k, v)
+    with session_settings(spark, conf):
         summary = run_pipeline(load_spec(spec), spark=spark)
-    finally:
-        for k, v in saved.items():
-            spark.conf.set(k, v)
 
     assert summary.rows_from == "the source files"
     assert "rows from    the source files" in summary.render()
@@ -238,3 +238,15 @@ def test_rows_come_through_spark_when_the_writers_cannot_read_them_alike(
     assert summary.rows_from is not None and summary.rows_from.startswith("Spark (")
     assert why in summary.rows_from
     _same_rows(tmp_path / "table", rows.set_column(4, "n", rows.column("n").cast(pa.int64())))
+
+
+def test_rows_come_through_spark_when_a_bucket_id_does_not_fit_a_rows_place(
+    spark, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(bulk_writer, "PLACE_BUCKETS", 2)  # the table has 4 buckets
+    rows = pa.Table.from_pandas(city_rows(range(50), 1), preserve_index=False)
+    (tmp_path / "in").mkdir()
+    pq.write_table(rows, tmp_path / "in" / "batch.parquet")
+    summary = run_pipeline(load_spec(write_spec(tmp_path, _target())), spark=spark)
+    assert summary.rows_from == "Spark (bucket ids up to 3, past the 1 a place holds)"
+    _same_rows(tmp_path / "table", rows)

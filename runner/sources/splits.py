@@ -1,0 +1,65 @@
+"""How a bulk load's input files are split into Spark tasks: as many as a multiple of the
+cores, each about the same bytes.
+
+Spark packs files into tasks of at most `spark.sql.files.maxPartitionBytes` (each file
+counted with `openCostInBytes` more), largest first, and starts a new task when the next file
+does not fit. Twenty files of 13 MB on 2 cores so make tasks of 7, 7 and 6 files: the third
+runs alone while a core idles, a sixth of a bulk load's time, since a bulk load's task
+(keys in Spark, rows written in Python) is all the work. Here the same packing is given a
+task size that comes out at a multiple of the cores (docs/performance.md, "Bulk load").
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+
+from runner.storage.location import local_path
+
+MAX_PARTITION_BYTES = "spark.sql.files.maxPartitionBytes"
+MIN_PARTITION_NUM = "spark.sql.files.minPartitionNum"
+
+
+def balanced_split_settings(spark: SparkSession, frame: DataFrame) -> dict[str, str]:
+    """Spark settings under which `frame`'s input files make equal tasks, a multiple of the
+    cores in number; none when the spec chose the task size itself (either setting), when
+    the files are not local (an object store's sizes would cost a listing), or when it
+    reads none."""
+    if any(
+        spark.conf.get(key, None) is not None for key in (MAX_PARTITION_BYTES, MIN_PARTITION_NUM)
+    ):
+        return {}
+    paths = [local_path(f) for f in frame.inputFiles()]
+    if not paths or any(p is None for p in paths):
+        return {}
+    conf = spark._jsparkSession.sessionState().conf()  # the byte sizes, parsed by Spark
+    return split_settings(
+        [os.path.getsize(p) for p in paths if p is not None],
+        spark.sparkContext.defaultParallelism,
+        int(conf.filesMaxPartitionBytes()),
+        int(conf.filesOpenCostInBytes()),
+    )
+
+
+def split_settings(
+    sizes: Sequence[int], cores: int, max_task_bytes: int, open_cost: int
+) -> dict[str, str]:
+    """The task size that packs files of `sizes` bytes into a multiple of `cores` tasks of
+    at most about `max_task_bytes` file bytes each.
+
+    Spark closes a task once the next file would take it past the task size, so a task
+    size of an equal share plus half the largest file closes each task within half a file
+    of its share: equal files come out exactly even. minPartitionNum 1 keeps Spark from
+    lowering the size to total bytes / cores, which left the odd file to a task of its own.
+    """
+    if not sizes or cores < 1:
+        return {}
+    waves = max(1, math.ceil(sum(sizes) / (cores * max_task_bytes)))
+    tasks = waves * cores
+    counted = sum(sizes) + open_cost * len(sizes)  # as Spark counts them
+    share = math.ceil(counted / tasks)
+    largest = min(max(sizes) + open_cost, share)
+    return {MAX_PARTITION_BYTES: str(share + largest // 2), MIN_PARTITION_NUM: "1"}

@@ -1,0 +1,74 @@
+"""A bulk load's input split into as many equal tasks as a multiple of the cores
+(runner/sources/splits.py), where Spark's own packing leaves one task to run alone."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import functions as F
+
+from runner.delta.snapshot import open_table
+from runner.index.naming import parse_data_file_name
+from runner.pipeline.run import run_pipeline
+from runner.session import session_settings
+from runner.sources.splits import MAX_PARTITION_BYTES, balanced_split_settings, split_settings
+from runner.spec import load_spec
+from tests.helpers import city_rows, city_target, write_spec
+
+FILES = 20
+
+
+def _equal_files(directory, rows_per_file: int = 200) -> None:
+    directory.mkdir()
+    for i in range(FILES):
+        ids = range(i * rows_per_file, (i + 1) * rows_per_file)
+        frame = pa.Table.from_pandas(city_rows(ids, 1), preserve_index=False)
+        pq.write_table(frame, directory / f"{i:02d}.parquet")
+
+
+def _rows_per_task(frame) -> list[int]:
+    counts = frame.groupBy(F.spark_partition_id().alias("task")).count().collect()
+    return sorted(r["count"] for r in counts)
+
+
+def test_equal_files_make_one_equal_task_per_core_where_spark_leaves_a_task_alone(spark, tmp_path):
+    _equal_files(tmp_path / "in")
+    frame = spark.read.parquet(str(tmp_path / "in"))
+    cores = spark.sparkContext.defaultParallelism
+    # files this small are packed by their open cost; without it, as large files are
+    with session_settings(spark, {"spark.sql.files.openCostInBytes": "0"}):
+        spark_own = _rows_per_task(frame)
+        assert len(spark_own) % cores != 0  # what the settings are for: a task left alone
+        settings = balanced_split_settings(spark, frame)
+        with session_settings(spark, settings):
+            balanced = _rows_per_task(frame)
+    assert balanced == [FILES * 200 // cores] * cores
+
+
+def test_a_spec_that_sets_the_task_size_keeps_it(spark, tmp_path):
+    _equal_files(tmp_path / "in")
+    frame = spark.read.parquet(str(tmp_path / "in"))
+    with session_settings(spark, {MAX_PARTITION_BYTES: "1048576"}):
+        assert balanced_split_settings(spark, frame) == {}
+
+
+def test_a_bulk_load_writes_a_buckets_file_per_core_not_per_spark_split(spark, tmp_path):
+    _equal_files(tmp_path / "in")
+    spec = write_spec(tmp_path, city_target("bulk_insert"))
+    summary = run_pipeline(load_spec(spec), spark=spark)
+    assert summary.inserted == FILES * 200
+    tokens = {
+        parse_data_file_name(f.path).write_token  # type: ignore[union-attr]
+        for f in open_table(str(tmp_path / "table")).files()
+    }
+    assert len(tokens) == spark.sparkContext.defaultParallelism
+
+
+def test_an_input_past_a_wave_of_full_tasks_is_split_in_whole_waves():
+    mib = 2**20
+    # 300 MiB on 2 cores at 128 MiB a task: Spark's packing would give 128, 128 and 44
+    settings = split_settings([mib] * 300, cores=2, max_task_bytes=128 * mib, open_cost=0)
+    assert int(settings[MAX_PARTITION_BYTES]) == 75 * mib + mib // 2  # 4 tasks of 75 files
+    one = split_settings([10 * mib] * 4, cores=2, max_task_bytes=128 * mib, open_cost=4 * mib)
+    assert int(one[MAX_PARTITION_BYTES]) == 28 * mib + 7 * mib  # 2 tasks of 2 files
+    assert split_settings([], cores=2, max_task_bytes=128 * mib, open_cost=0) == {}
