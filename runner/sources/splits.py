@@ -4,9 +4,9 @@ cores, each about the same bytes.
 Spark packs files into tasks of at most `spark.sql.files.maxPartitionBytes` (each file
 counted with `openCostInBytes` more), largest first, and starts a new task when the next file
 does not fit. Twenty files of 13 MB on 2 cores so make tasks of 7, 7 and 6 files: the third
-runs alone while a core idles, a sixth of a bulk load's time, since a bulk load's task
-(keys in Spark, rows written in Python) is all the work. Here the same packing is given a
-task size that comes out at a multiple of the cores (docs/performance.md, "Bulk load").
+runs alone while a core idles, and a bulk load's tasks (keys in Spark, rows written in
+Python) are all its work. Here the same packing is given a task size that comes out at a
+multiple of the cores (docs/performance.md, "bulk_insert against Spark's writer").
 """
 
 from __future__ import annotations
