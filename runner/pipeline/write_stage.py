@@ -44,9 +44,14 @@ from runner.write.writer import RESULT_SCHEMA
 
 # Spark measures the Arrow batch it is filling after every row unless the byte limit is
 # exactly Int.MaxValue (BatchedPythonArrowInput): a fifth of the JVM's time in a bulk load's
-# key stream. Those rows are a few narrow columns, so the row limit (maxRecordsPerBatch,
-# session.py) bounds a batch alone; whole rows, which can be wide, keep the byte limit.
-NARROW_ARROW_BATCHES = {"spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1)}
+# key stream. Those rows are a few narrow columns, so a row limit bounds a batch alone: the
+# session's (100,000, session.py) or the spec's, where it is one (a limit of 0 or less, or
+# past MAX_NARROW_BATCH_ROWS, gets the session default). Whole rows, which can be wide,
+# keep the byte limit.
+MAX_BATCH_BYTES = "spark.sql.execution.arrow.maxBytesPerBatch"
+MAX_BATCH_ROWS = "spark.sql.execution.arrow.maxRecordsPerBatch"
+MAX_NARROW_BATCH_ROWS = 1_000_000
+NARROW_BATCH_ROWS = 100_000
 
 log = structlog.get_logger(__name__)
 
@@ -161,8 +166,13 @@ def bulk_job_settings(judged: DataFrame, keys_only: bool) -> dict[str, str]:
     """The Spark settings of a bulk load's one job: its input in equal tasks, a multiple of
     the cores (runner/sources/splits.py); for a stream of keys alone, Arrow batches bounded
     by their rows only."""
-    settings = balanced_split_settings(judged.sparkSession, judged)
-    return settings | NARROW_ARROW_BATCHES if keys_only else settings
+    spark = judged.sparkSession
+    settings = balanced_split_settings(spark, judged)
+    if not keys_only:
+        return settings
+    rows = int(spark.conf.get(MAX_BATCH_ROWS) or 0)
+    rows = rows if 0 < rows <= MAX_NARROW_BATCH_ROWS else NARROW_BATCH_ROWS
+    return settings | {MAX_BATCH_BYTES: str(2**31 - 1), MAX_BATCH_ROWS: str(rows)}
 
 
 def _group(result: Row) -> Group:

@@ -26,8 +26,9 @@ MIN_PARTITION_NUM = "spark.sql.files.minPartitionNum"
 def balanced_split_settings(spark: SparkSession, frame: DataFrame) -> dict[str, str]:
     """Spark settings under which `frame`'s input files make equal tasks, a multiple of the
     cores in number; none when the spec chose the task size itself (either setting), when
-    the files are not local (an object store's sizes would cost a listing), or when it
-    reads none."""
+    the files are not local (an object store's sizes would cost a listing), when one is
+    gone, or when it reads none. Every listed file counts, also those a filter on partition
+    columns leaves unread (the tasks then come out smaller, never fewer than Spark's)."""
     if any(
         spark.conf.get(key, None) is not None for key in (MAX_PARTITION_BYTES, MIN_PARTITION_NUM)
     ):
@@ -35,9 +36,13 @@ def balanced_split_settings(spark: SparkSession, frame: DataFrame) -> dict[str, 
     paths = [local_path(f) for f in frame.inputFiles()]
     if not paths or any(p is None for p in paths):
         return {}
+    try:
+        sizes = [os.path.getsize(p) for p in paths if p is not None]
+    except OSError:  # moved since the listing: the read says so, or skips it as told
+        return {}
     conf = spark._jsparkSession.sessionState().conf()  # the byte sizes, parsed by Spark
     return split_settings(
-        [os.path.getsize(p) for p in paths if p is not None],
+        sizes,
         spark.sparkContext.defaultParallelism,
         int(conf.filesMaxPartitionBytes()),
         int(conf.filesOpenCostInBytes()),
@@ -50,16 +55,19 @@ def split_settings(
     """The task size that packs files of `sizes` bytes into a multiple of `cores` tasks of
     at most about `max_task_bytes` file bytes each.
 
-    Spark closes a task once the next file would take it past the task size, so a task
-    size of an equal share plus half the largest file closes each task within half a file
-    of its share: equal files come out exactly even. minPartitionNum 1 keeps Spark from
-    lowering the size to total bytes / cores, which left the odd file to a task of its own.
+    Spark adds a file to a task while the task's bytes so far (each file counted with the
+    open cost) plus the file's own size stay within the task size. For equal files of s
+    bytes, n to a task, that holds for the n-th file and not the next for any task size in
+    [share - open cost, share + s), share being a task's counted bytes: the middle of that
+    range keeps unequal files within half a file of their share. A file larger than a
+    share is cut into pieces of the task size, so the task size is then the share itself.
+    minPartitionNum 1 keeps Spark from lowering the size to total bytes / cores.
     """
     if not sizes or cores < 1:
         return {}
     waves = max(1, math.ceil(sum(sizes) / (cores * max_task_bytes)))
     tasks = waves * cores
-    counted = sum(sizes) + open_cost * len(sizes)  # as Spark counts them
-    share = math.ceil(counted / tasks)
-    largest = min(max(sizes) + open_cost, share)
-    return {MAX_PARTITION_BYTES: str(share + largest // 2), MIN_PARTITION_NUM: "1"}
+    share = math.ceil((sum(sizes) + open_cost * len(sizes)) / tasks)  # as Spark counts
+    largest = max(sizes)
+    size = share if largest >= share else share + (largest - open_cost) // 2
+    return {MAX_PARTITION_BYTES: str(max(1, size)), MIN_PARTITION_NUM: "1"}

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import functions as F
@@ -35,14 +37,15 @@ def test_equal_files_make_one_equal_task_per_core_where_spark_leaves_a_task_alon
     _equal_files(tmp_path / "in")
     frame = spark.read.parquet(str(tmp_path / "in"))
     cores = spark.sparkContext.defaultParallelism
-    # files this small are packed by their open cost; without it, as large files are
-    with session_settings(spark, {"spark.sql.files.openCostInBytes": "0"}):
-        spark_own = _rows_per_task(frame)
-        assert len(spark_own) % cores != 0  # what the settings are for: a task left alone
-        settings = balanced_split_settings(spark, frame)
-        with session_settings(spark, settings):
-            balanced = _rows_per_task(frame)
-    assert balanced == [FILES * 200 // cores] * cores
+    even = [FILES * 200 // cores] * cores
+    # files this small are packed by their open cost (4 MiB each); without it, by their
+    # bytes, as large files are: Spark's own packing then leaves a task to run alone
+    for open_cost in ("0", "4194304"):
+        with session_settings(spark, {"spark.sql.files.openCostInBytes": open_cost}):
+            if open_cost == "0":
+                assert len(_rows_per_task(frame)) % cores != 0
+            with session_settings(spark, balanced_split_settings(spark, frame)):
+                assert _rows_per_task(frame) == even, open_cost
 
 
 def test_a_spec_that_sets_the_task_size_keeps_it(spark, tmp_path):
@@ -55,20 +58,25 @@ def test_a_spec_that_sets_the_task_size_keeps_it(spark, tmp_path):
 def test_a_bulk_load_writes_a_buckets_file_per_core_not_per_spark_split(spark, tmp_path):
     _equal_files(tmp_path / "in")
     spec = write_spec(tmp_path, city_target("bulk_insert"))
-    summary = run_pipeline(load_spec(spec), spark=spark)
+    with session_settings(spark, {"spark.sql.files.openCostInBytes": "0"}):  # as above
+        summary = run_pipeline(load_spec(spec), spark=spark)
     assert summary.inserted == FILES * 200
-    tokens = {
-        parse_data_file_name(f.path).write_token  # type: ignore[union-attr]
-        for f in open_table(str(tmp_path / "table")).files()
-    }
-    assert len(tokens) == spark.sparkContext.defaultParallelism
+    rows: Counter[str] = Counter()
+    for f in open_table(str(tmp_path / "table")).files():
+        rows[parse_data_file_name(f.path).write_token] += f.num_records  # type: ignore[union-attr]
+    cores = spark.sparkContext.defaultParallelism
+    assert sorted(rows.values()) == [FILES * 200 // cores] * cores
 
 
-def test_an_input_past_a_wave_of_full_tasks_is_split_in_whole_waves():
+def test_task_sizes_for_large_small_and_many_files():
     mib = 2**20
     # 300 MiB on 2 cores at 128 MiB a task: Spark's packing would give 128, 128 and 44
-    settings = split_settings([mib] * 300, cores=2, max_task_bytes=128 * mib, open_cost=0)
-    assert int(settings[MAX_PARTITION_BYTES]) == 75 * mib + mib // 2  # 4 tasks of 75 files
-    one = split_settings([10 * mib] * 4, cores=2, max_task_bytes=128 * mib, open_cost=4 * mib)
-    assert int(one[MAX_PARTITION_BYTES]) == 28 * mib + 7 * mib  # 2 tasks of 2 files
+    many = split_settings([mib] * 300, cores=2, max_task_bytes=128 * mib, open_cost=0)
+    assert int(many[MAX_PARTITION_BYTES]) == 75 * mib + mib // 2  # 4 tasks of 75 files
+    # 4 files of 10 MiB, each counted 14: tasks of 2 (28 MiB) up to a size of 28 + 6 - 1
+    four = split_settings([10 * mib] * 4, cores=2, max_task_bytes=128 * mib, open_cost=4 * mib)
+    assert int(four[MAX_PARTITION_BYTES]) == 31 * mib
+    # one file of 1 GiB on 8 cores: cut into 8 pieces of a share each, not 6 of 1.5 shares
+    one = split_settings([1024 * mib], cores=8, max_task_bytes=128 * mib, open_cost=4 * mib)
+    assert int(one[MAX_PARTITION_BYTES]) == 128 * mib + mib // 2
     assert split_settings([], cores=2, max_task_bytes=128 * mib, open_cost=0) == {}
