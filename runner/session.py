@@ -31,6 +31,10 @@ QUICK_JIT = "-XX:TieredStopAtLevel=1"
 # The input a run may read and still count as small: at 13 MiB (1,000,000 rows of the
 # bench's parquet) C1 alone is 1.4-2x faster, at 250 MiB 2-3x slower.
 SMALL_INPUT_BYTES = 32 * 2**20
+# Rows in an Arrow batch to the bucket writers: bigger than Spark's 10,000, less per-batch
+# overhead.
+ARROW_BATCH_ROWS_SETTING = "spark.sql.execution.arrow.maxRecordsPerBatch"
+ARROW_BATCH_ROWS = 100_000
 JAVA_HELP = (
     "Spark needs Java {min} or newer. Install it (Debian/Ubuntu: "
     "`apt-get install -y openjdk-17-jre-headless`) or point JAVA_HOME at one."
@@ -119,8 +123,7 @@ def _local_conf(conf: dict[str, str], java_options: str, jars: Sequence[str]) ->
         # Partition paths from timestamps must not depend on the laptop's time zone.
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": "8",
-        # Bigger Arrow batches to the bucket writers: less per-batch overhead.
-        "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
+        ARROW_BATCH_ROWS_SETTING: str(ARROW_BATCH_ROWS),
         # A cancelled task's worker ends without a traceback on the user's terminal.
         "spark.python.daemon.module": "runner.worker_daemon",
     }

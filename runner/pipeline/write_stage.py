@@ -31,7 +31,7 @@ from runner.pipeline.winners import (
     merge_settings,
     write_frame,
 )
-from runner.session import session_settings
+from runner.session import ARROW_BATCH_ROWS, ARROW_BATCH_ROWS_SETTING, session_settings
 from runner.sources.splits import balanced_split_settings
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH
 from runner.storage.parquet_rows import ParquetRows
@@ -45,13 +45,10 @@ from runner.write.writer import RESULT_SCHEMA
 # Spark measures the Arrow batch it is filling after every row unless the byte limit is
 # exactly Int.MaxValue (BatchedPythonArrowInput): a fifth of the JVM's time in a bulk load's
 # key stream. Those rows are a few narrow columns, so a row limit bounds a batch alone: the
-# session's (100,000, session.py) or the spec's, where it is one (a limit of 0 or less, or
-# past MAX_NARROW_BATCH_ROWS, gets the session default). Whole rows, which can be wide,
-# keep the byte limit.
+# spec's, where it is one (a limit of 0 or less, or past MAX_NARROW_BATCH_ROWS, gets the
+# runner's ARROW_BATCH_ROWS). Whole rows, which can be wide, keep the byte limit.
 MAX_BATCH_BYTES = "spark.sql.execution.arrow.maxBytesPerBatch"
-MAX_BATCH_ROWS = "spark.sql.execution.arrow.maxRecordsPerBatch"
 MAX_NARROW_BATCH_ROWS = 1_000_000
-NARROW_BATCH_ROWS = 100_000
 
 log = structlog.get_logger(__name__)
 
@@ -170,9 +167,9 @@ def bulk_job_settings(judged: DataFrame, keys_only: bool) -> dict[str, str]:
     settings = balanced_split_settings(spark, judged)
     if not keys_only:
         return settings
-    rows = int(spark.conf.get(MAX_BATCH_ROWS) or 0)
-    rows = rows if 0 < rows <= MAX_NARROW_BATCH_ROWS else NARROW_BATCH_ROWS
-    return settings | {MAX_BATCH_BYTES: str(2**31 - 1), MAX_BATCH_ROWS: str(rows)}
+    rows = int(spark.conf.get(ARROW_BATCH_ROWS_SETTING) or 0)
+    rows = rows if 0 < rows <= MAX_NARROW_BATCH_ROWS else ARROW_BATCH_ROWS
+    return settings | {MAX_BATCH_BYTES: str(2**31 - 1), ARROW_BATCH_ROWS_SETTING: str(rows)}
 
 
 def _group(result: Row) -> Group:
