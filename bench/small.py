@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 from bench.write import make_rows, runner_process, spec_file, write_source
 from runner.java_cds import QUIET, archive_path, java_binary
 from runner.session import QUICK_JIT
+from runner.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("start", "plan", "keys", "write", "commit")
@@ -69,10 +70,6 @@ FIRST_QUERY = (
     "done = time.perf_counter()\n"
     "print(json.dumps({'plan': planned - started, 'keys': done - planned}))\n"
 )
-CORRECTIONS_SCHEMA = (
-    "trip_id long, city string, ts long, fare double, distance_km double, driver string, "
-    "cancelled boolean"
-)
 
 
 def run_small_benchmarks(work: Path, rows: int, repeats: int) -> list[dict]:
@@ -89,7 +86,7 @@ def run_small_benchmarks(work: Path, rows: int, repeats: int) -> list[dict]:
     results.append(_result("quickstart load, 420 rows into a new table", load, floor))
     results.append(_result("quickstart corrections, 6 rows upserted", corrections, floor))
     results.append(_upsert_into(work, rows, repeats, floor))
-    results.append(_first_query(quickstart / "data" / "trip_corrections", repeats))
+    results.append(_first_query(quickstart / "quickstart_corrections.yaml", repeats))
     archive = _archive()  # written by the runs above, unless RUNNER_JAVA_CDS=0
     lowered = {"the quick JIT (C1)": QUICK_JIT}
     if archive is not None:
@@ -112,14 +109,15 @@ def run_small_benchmarks(work: Path, rows: int, repeats: int) -> list[dict]:
 
 
 def _first_query(corrections: Path, repeats: int) -> dict:
-    """FIRST_QUERY over the corrections' JSON, a fresh process each time."""
+    """FIRST_QUERY over the source of the corrections spec, a fresh process each time."""
+    source = load_spec(corrections).sources[0]
     # the archive the runs above wrote is mapped, never written by this process
     archive = "0" if os.environ.get("RUNNER_JAVA_CDS") == "0" else "use"
     env = {**os.environ, "RUNNER_JAVA_CDS": archive}
     runs = []
     for _ in range(repeats):
         done = subprocess.run(
-            [sys.executable, "-c", FIRST_QUERY, str(corrections), CORRECTIONS_SCHEMA],
+            [sys.executable, "-c", FIRST_QUERY, source.path, source.schema or ""],
             check=True,
             capture_output=True,
             text=True,
