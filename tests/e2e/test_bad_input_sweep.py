@@ -294,6 +294,22 @@ CASES = {
         "the partition field 'city' is not among the columns of source 'src': City, id, v; "
         "did you mean 'City'? names differ only in case",
     ),
+    "rename_onto_the_partition_field": (  # validate refuses it: the table stores `city`
+        lambda w: _spec(
+            _json_source(
+                w / "cases" / "rename_onto_the_partition_field" / "in",
+                ['{"id": 9, "town": "a", "v": 9}'],
+                "id long, town string, v long",
+            ),
+            w / "table",
+            schema_evolution="full",
+            rename={"city": "town"},
+            key_generator={"type": "SIMPLE", "partition_fields": "town"},
+        ),
+        2,
+        "target.rename.city: rename city -> town: town is the partition field, which the table "
+        "keeps by name",
+    ),
     "escaping_partition": (
         lambda w: _spec(
             _json_source(
