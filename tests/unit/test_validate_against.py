@@ -239,7 +239,7 @@ def test_rename_and_drop_settings_are_checked_without_spark(tmp_path, target, ex
             },
             "id: key_id",
             "key_id is the record key field",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_a_rename_onto_a_field_the_table_stores_by_name_is_refused(tmp_path, target, entry, role):
