@@ -10,7 +10,7 @@ from tests.delta_spark import SPARK_CONF as DELTA_SPARK_CONF
 from tests.delta_spark import delta_jars, needs_delta_spark  # noqa: F401
 from tests.kafka import kafka_broker  # noqa: F401  (one broker per test session)
 from tests.postgres import jdbc_jar, postgres  # noqa: F401  (one server per test session)
-from tests.pushgateway import pushgateway  # noqa: F401  (one server per test session)
+from tests.pushgateway import pushgateway, pushgateway_basic_auth  # noqa: F401  (one server each per session)
 from tests.s3 import connector_jars, needs_s3_connector  # noqa: F401
 from tests.schema_registry import schema_registry  # noqa: F401
 

@@ -10,16 +10,23 @@ from typing import Any
 
 
 class Collector:
-    """An OpenLineage HTTP endpoint on 127.0.0.1 that keeps what it is sent."""
+    """An OpenLineage HTTP endpoint on 127.0.0.1 that keeps what it is sent; with
+    `authorization`, only requests that carry that Authorization header (401 otherwise)."""
 
-    def __init__(self) -> None:
+    def __init__(self, authorization: str | None = None) -> None:
         self.bodies: list[bytes] = []
         self.paths: list[str] = []
+        self.refused = 0
         collector = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                if authorization and self.headers.get("Authorization") != authorization:
+                    collector.refused += 1
+                    self.send_response(401)
+                    self.end_headers()
+                    return
                 collector.bodies.append(body)
                 collector.paths.append(self.path)
                 self.send_response(201)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,7 +28,7 @@ from runner.errors import UserError
 from runner.observe.record import Kind, RunRecord
 from runner.spec.model import PipelineSpec
 from runner.storage.in_flight import Heartbeat, heartbeats
-from runner.storage.location import locate, storage_options
+from runner.storage.location import locate, scheme, storage_options
 
 log = structlog.get_logger(__name__)
 
@@ -77,8 +78,14 @@ _JSON = ("checkpoints_before", "checkpoints_after")
 
 def history_path(table: str) -> str:
     """Where a table's history lives unless its spec names a place: `_runner_history/<name>`
-    in the table's parent directory."""
-    parent, _, name = table.rstrip("/").rpartition("/")
+    in the table's parent directory (a relative path's parent may be the working directory:
+    `orders` and `./orders` have the same history)."""
+    path = table.rstrip("/")
+    if scheme(path) == "" and os.path.basename(path) in (".", ".."):
+        path = os.path.abspath(path)  # `runner history .` from inside the table
+    elif scheme(path) == "" and path and "/" not in path:
+        path = f"./{path}"
+    parent, _, name = path.rpartition("/")
     if not name or not parent or parent.endswith(":/"):
         raise UserError(
             f"the table {table} has no parent directory to keep its history beside it; "

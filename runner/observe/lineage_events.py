@@ -43,6 +43,7 @@ from runner import __version__
 from runner.observe.lineage_names import Dataset, LineageJob, Parent
 from runner.observe.record import RunRecord
 from runner.spec.secrets import scrub
+from runner.spec.urls import url_endpoint
 
 # Who made the events (a URI the spec asks for; the project publishes no web page).
 PRODUCER = f"urn:runner:{__version__}"
@@ -57,8 +58,7 @@ def make_client() -> OpenLineageClient | None:
     config = dict(client.config.transport or {})
     if config.get("type"):
         if config["type"] == "http":
-            config.setdefault("timeout", TIMEOUT_SECONDS)
-            config.setdefault("retry", NO_RETRY)
+            config = _http_config(config)
         transport = get_default_factory().create(config)
     elif os.environ.get("OPENLINEAGE_URL"):
         transport = get_default_factory().create(_url_config(os.environ))
@@ -75,11 +75,24 @@ def _url_config(environ: Mapping[str, str]) -> dict[str, Any]:
         "type": "http",
         "url": environ["OPENLINEAGE_URL"],
         "endpoint": environ.get("OPENLINEAGE_ENDPOINT", "api/v1/lineage"),
-        "timeout": TIMEOUT_SECONDS,
-        "retry": NO_RETRY,
     }
     if environ.get("OPENLINEAGE_API_KEY"):
         config["auth"] = {"type": "api_key", "apiKey": environ["OPENLINEAGE_API_KEY"]}
+    return _http_config(config)
+
+
+def _http_config(config: dict[str, Any]) -> dict[str, Any]:
+    """An HTTP transport's configuration with the short timeout and no retries unless it
+    sets them, its URL's `${env:NAME}` references resolved and its `user:password@` taken
+    out into a basic-auth header (unless the configuration names an `auth` of its own)."""
+    config = {"timeout": TIMEOUT_SECONDS, "retry": NO_RETRY, **config}
+    if not isinstance(config.get("url"), str):
+        return config  # the client's own error names what is missing
+    collector = url_endpoint(config["url"], "the OpenLineage URL")
+    config["url"] = collector.url
+    if collector.authorization and not config.get("auth"):
+        headers = dict(config.get("custom_headers") or {})
+        config["custom_headers"] = {"Authorization": collector.authorization, **headers}
     return config
 
 

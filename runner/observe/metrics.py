@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from wsgiref.simple_server import WSGIServer
 
@@ -37,6 +37,7 @@ from prometheus_client import (
     write_to_textfile,
 )
 from prometheus_client.core import Metric
+from prometheus_client.exposition import default_handler
 from prometheus_client.parser import text_string_to_metric_families
 
 from runner.errors import UserError
@@ -52,6 +53,7 @@ from runner.observe.run_metrics import (
 )
 from runner.spec.model import MetricsSpec, PipelineSpec
 from runner.spec.secrets import scrub
+from runner.spec.urls import Endpoint, url_endpoint
 
 log = structlog.get_logger(__name__)
 
@@ -135,22 +137,28 @@ class PipelineMetrics:
         return generate_latest(self.registry).decode()
 
     def push(self) -> bool:
-        """Push to the Pushgateway, if one is set; False when none is or the push failed."""
+        """Push to the Pushgateway, if one is set; False when none is or the push failed.
+        The URL's `${env:NAME}` references are resolved and its `user:password@` goes in a
+        basic-auth header; an unset variable is a failed push too."""
         url = self.push_url
         if not url:
             return False
+        shown = scrub(url)
         try:
+            gateway = url_endpoint(url, "metrics.pushgateway")
+            shown = scrub(gateway.url)
             pushadd_to_gateway(
-                url,
+                gateway.url,
                 job=self.settings.job,
                 registry=self.registry,
                 grouping_key={"pipeline": self.pipeline},
                 timeout=PUSH_TIMEOUT_SECONDS,
+                handler=_authorized(gateway),
             )
         except Exception as exc:  # the run's work is done: a lost push is only a warning
             log.warning(
                 "metrics_push_failed",
-                pushgateway=scrub(url),
+                pushgateway=shown,
                 error=f"{type(exc).__name__}: {scrub(one_line(exc))}",
             )
             return False
@@ -206,6 +214,20 @@ class PipelineMetrics:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _authorized(gateway: Endpoint) -> Callable[..., Callable[[], None]]:
+    """prometheus_client's request handler, with the gateway's basic-auth header when its
+    URL named a user."""
+
+    def handler(
+        url: str, method: str, timeout: float | None, headers: list[tuple[str, str]], data: bytes
+    ) -> Callable[[], None]:
+        if gateway.authorization:
+            headers = [*headers, ("Authorization", gateway.authorization)]
+        return default_handler(url, method, timeout, headers, data)
+
+    return handler
 
 
 def _textfile_last_success(path: str | None, pipeline: str) -> float | None:

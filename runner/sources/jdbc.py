@@ -10,6 +10,8 @@ upper bound keeps both reads equal while new rows arrive.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -18,12 +20,14 @@ from pyspark.sql import DataFrame, SparkSession
 from runner.errors import UserError
 from runner.sources.model import JdbcRead, SourcePlan
 from runner.spec.model import JdbcSpec, Source
-from runner.spec.secrets import resolve
+from runner.spec.secrets import resolve, scrub
+from runner.spec.urls import url_endpoint
 
 # Drivers a url prefix implies, and where Debian puts their jars.
 KNOWN_DRIVERS = {
     "jdbc:postgresql:": ("org.postgresql.Driver", "/usr/share/java/postgresql.jar"),
 }
+_CHAIN_DEPTH = 20  # causes followed, at most
 
 
 def driver_jars(sources: tuple[Source, ...]) -> list[str]:
@@ -124,36 +128,85 @@ def _literal(value: Any) -> str:
 
 
 def _connection(spec: JdbcSpec, plan: SourcePlan) -> dict[str, str]:
-    driver = spec.driver or _known(spec.url)[0]
+    """The driver's options: `${env:NAME}` references resolved, and a `user:password@` in
+    the URL handed to the driver as its user and password (jdbc.user and jdbc.password win)."""
+    database = url_endpoint(spec.url, plan.where)
     options = {
-        "url": spec.url,
         "user": spec.user,
         "password": spec.password,
-        "driver": driver,
+        "driver": spec.driver or _known(spec.url)[0],
         "fetchsize": str(spec.fetch_size),
     }
     resolved: dict[str, str] = resolve(
         {k: v for k, v in options.items() if v is not None}, where=plan.where
     )
+    from_url = {"user": database.user, "password": database.password}
+    resolved = {k: v for k, v in from_url.items() if v is not None} | resolved
     extra: dict[str, str] = resolve(dict(plan.source.options), where=plan.where)
-    return resolved | extra
+    return {"url": database.url} | resolved | extra
 
 
 def _load(spark: SparkSession, options: dict[str, str], plan: SourcePlan) -> DataFrame:
-    try:
+    with _database_errors(plan):
         return spark.read.format("jdbc").options(**options).load()
-    except Exception as exc:  # the driver's own errors: wrong url, login, SQL
-        first = str(exc).strip().splitlines()[0]
-        url = plan.source.jdbc.url if plan.source.jdbc else "?"
-        raise UserError(f"{plan.where} (jdbc {url}): {first}") from None
 
 
 def _row(spark: SparkSession, spec: JdbcSpec, plan: SourcePlan, sql: str) -> tuple[Any, ...]:
     options = _connection(spec, plan) | {"query": sql}
-    rows = _load(spark, options, plan).collect()
+    frame = _load(spark, options, plan)
+    with _database_errors(plan):
+        rows = frame.collect()
     return tuple(rows[0]) if rows else ()
 
 
 def _scalar(spark: SparkSession, spec: JdbcSpec, plan: SourcePlan, sql: str) -> str | None:
     row = _row(spark, spec, plan, sql)
     return row[0] if row else None
+
+
+@contextmanager
+def _database_errors(plan: SourcePlan) -> Iterator[None]:
+    """A failure of the database or its driver (refused connection, unknown host, login,
+    SQL) as one line: the source, its URL as written (its password hidden), and what the
+    database said."""
+    try:
+        yield
+    except Exception as exc:
+        url = scrub(plan.source.jdbc.url) if plan.source.jdbc else "?"
+        raise UserError(f"{plan.where} (jdbc {url}): {database_says(exc)}") from None
+
+
+def database_says(exc: BaseException) -> str:
+    """What the database or its driver said, from the Java exception behind a Py4J error:
+    the first java.sql.SQLException of the cause chain (PSQLException, ...), with the
+    chain's last cause when it is another (UnknownHostException: the host), on one line;
+    without a SQLException, the last cause; without a Java exception, the error's first
+    line."""
+    chain = _java_chain(exc)
+    if not chain:
+        lines = str(exc).strip().splitlines()
+        return lines[0] if lines else type(exc).__name__
+    sql = next((i for i, (_, is_sql, _) in enumerate(chain) if is_sql), None)
+    last = chain[-1]
+    if sql is None:
+        return f"{last[0]}: {last[2]}"
+    said = f"{chain[sql][0]}: {chain[sql][2]}"
+    return said if sql == len(chain) - 1 else f"{said} (cause: {last[0]}: {last[2]})"
+
+
+def _java_chain(exc: BaseException) -> list[tuple[str, bool, str]]:
+    """(simple class name, is a java.sql.SQLException, message on one line) of each Java
+    exception in the cause chain of a Py4J error; empty for any other error."""
+    java = getattr(exc, "java_exception", None)
+    chain: list[tuple[str, bool, str]] = []
+    while java is not None and len(chain) < _CHAIN_DEPTH:
+        kinds, kind = [], java.getClass()
+        while kind is not None:
+            kinds.append(str(kind.getName()))
+            kind = kind.getSuperclass()
+        message = " ".join(str(java.getMessage() or "").split())
+        chain.append(
+            (str(java.getClass().getSimpleName()), "java.sql.SQLException" in kinds, message)
+        )
+        java = java.getCause()
+    return chain

@@ -48,10 +48,13 @@ KAFKA_COLUMNS = {
 
 
 def consumer_settings(kafka: KafkaSpec, where: str) -> dict[str, str]:
-    """The consumer's settings, `${env:NAME}` references resolved (their values are then
-    scrubbed from messages), bootstrap.servers last so that options cannot move it."""
+    """The consumer's settings, `${env:NAME}` references resolved in the options and in
+    bootstrap_servers (their values are then scrubbed from messages), bootstrap.servers last
+    so that options cannot move it. Credentials go in the options, as Kafka's SASL and SSL
+    settings take them (sasl.jaas.config: ${env:NAME})."""
     settings: dict[str, str] = resolve(dict(kafka.options), where=f"{where} kafka.options")
-    settings["bootstrap.servers"] = kafka.bootstrap_servers
+    servers = resolve(kafka.bootstrap_servers, where=f"{where} kafka.bootstrap_servers")
+    settings["bootstrap.servers"] = servers
     return settings
 
 

@@ -9,16 +9,14 @@ references): they go into a basic-auth header and never into a message.
 
 from __future__ import annotations
 
-import base64
 import json
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
 
 from runner.errors import UserError
-from runner.spec.secrets import resolve
+from runner.spec.urls import url_endpoint
 
 TIMEOUT_S = 10
 _FETCHED: dict[tuple[str, int], str] = {}  # (registry URL, id) -> the schema's JSON text
@@ -96,14 +94,5 @@ class Registry:
 
 def registry_for(url: str, source: str) -> Registry:
     """The registry at `url` (`${env:NAME}` references resolved), credentials taken out."""
-    resolved = resolve({"url": url}, where=f"source '{source}' kafka.schema_registry_url")["url"]
-    parts = urlsplit(resolved)
-    authorization = None
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    if parts.username is not None:
-        pair = f"{parts.username}:{parts.password or ''}".encode()
-        authorization = "Basic " + base64.b64encode(pair).decode()
-    base = urlunsplit((parts.scheme, host, parts.path, "", ""))
-    return Registry(base, source, authorization)
+    registry = url_endpoint(url, f"source '{source}' kafka.schema_registry_url")
+    return Registry(registry.url, source, registry.authorization)

@@ -245,6 +245,12 @@ def _check_merge(target: dict[str, Any], operation: str, problem: Problems) -> M
     return merge_mode
 
 
+# The target's fields a table stores by name (runner.* settings: the key generator's fields,
+# index.hash_fields, cdc.sequence_by; COMPLEX record keys and hive partition paths hold
+# them too): a rename of such a column cannot follow them.
+_STORED_BY_NAME = ("record key field", "partition field", "index hash field", "cdc.sequence_by")
+
+
 def _check_rename_drop(target: dict[str, Any], problem: Problems) -> None:
     """target.rename and target.drop: under schema_evolution full, never a column the target
     names (it would be renamed or dropped away from the spec), never two ways at once."""
@@ -259,8 +265,23 @@ def _check_rename_drop(target: dict[str, Any], problem: Problems) -> None:
             "files are rewritten once in the new schema)",
         )
     named = {name.split(".")[0]: role for role, name, _ in named_columns(target)}
+    stored = {
+        name.split(".")[0]: role
+        for role, name, _ in named_columns(target)
+        if role in _STORED_BY_NAME
+    }
     for old, new in renames.items():
-        if old in named:
+        kept = new if new in stored else old
+        if kept in stored:
+            problem(
+                ("target", "rename", old),
+                f"rename {old} -> {new}: {kept} is the {stored[kept]}, which the table keeps "
+                f"by name (in its settings, record keys and partition paths), so a rename "
+                f"cannot follow it and the run would stop; remove this entry and name {old} "
+                f"in the spec (if the input now has {new}: a transform with "
+                f"`SELECT {new} AS {old}, ...`)",
+            )
+        elif old in named:
             problem(
                 ("target", "rename", old),
                 f"{old} is the {named[old]}: renaming it away "

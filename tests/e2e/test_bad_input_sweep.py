@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -294,6 +295,22 @@ CASES = {
         "the partition field 'city' is not among the columns of source 'src': City, id, v; "
         "did you mean 'City'? names differ only in case",
     ),
+    "rename_onto_the_partition_field": (  # validate refuses it: the table stores `city`
+        lambda w: _spec(
+            _json_source(
+                w / "cases" / "rename_onto_the_partition_field" / "in",
+                ['{"id": 9, "town": "a", "v": 9}'],
+                "id long, town string, v long",
+            ),
+            w / "table",
+            schema_evolution="full",
+            rename={"city": "town"},
+            key_generator={"type": "SIMPLE", "partition_fields": "town"},
+        ),
+        2,
+        "target.rename.city: rename city -> town: town is the partition field, which the table "
+        "keeps by name",
+    ),
     "escaping_partition": (
         lambda w: _spec(
             _json_source(
@@ -543,3 +560,61 @@ def test_table_services_on_a_full_file_system_fail_in_one_line(work, spark, tmp_
         _assert_table_kept_and_failure_recorded(disk, before)
     finally:
         subprocess.run(["umount", str(disk)], check=True)
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:  # a port nothing listens on once the socket is closed
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# name: (host:port given the server, the password's value given the server, table, what the
+# first error line says after "source 'src' (jdbc URL): "). The password goes in the URL's
+# userinfo, as a reference: the driver gets it as its password, and nothing shows its value.
+JDBC_FAILURES = {
+    "connection_refused": (
+        lambda pg: f"127.0.0.1:{_closed_port()}",
+        lambda pg: pg.password,
+        "orders",
+        "PSQLException: Connection to 127.0.0.1:",
+    ),
+    "unknown_host": (
+        lambda pg: "no-such-host.invalid:5432",
+        lambda pg: pg.password,
+        "orders",
+        "(cause: UnknownHostException: no-such-host.invalid)",
+    ),
+    "wrong_password": (
+        lambda pg: f"{pg.host}:{pg.port}",
+        lambda pg: SECRET,
+        "orders",
+        'PSQLException: FATAL: password authentication failed for user "runner"',
+    ),
+    "no_such_table": (
+        lambda pg: f"{pg.host}:{pg.port}",
+        lambda pg: pg.password,
+        "no_such_table",
+        'PSQLException: ERROR: relation "no_such_table" does not exist',
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(JDBC_FAILURES))
+def test_a_database_failure_says_what_the_database_said(work, postgres, name):
+    """Not `An error occurred while calling o52.load.`: the database's own words, in the
+    output and in the run history, the URL as written (its password a reference) and the
+    password's value nowhere."""
+    address, password, table, said = JDBC_FAILURES[name]
+    url = f"jdbc:postgresql://{postgres.user}:${{env:SWEEP_PG_PW}}@{address(postgres)}/db"
+    url = url.replace("/db", f"/{postgres.database}")
+    target = work / "cases" / f"jdbc_{name}" / "table"
+    spec = _spec({"format": "jdbc", "jdbc": {"url": url, "table": table}}, target)
+
+    done = _run(work, f"jdbc_{name}", spec, env={"SWEEP_PG_PW": password(postgres)})
+
+    first = _check(done, 2, f"source 'src' (jdbc {url}): ")
+    assert said in first, first
+    newest = read_history(str(target.parent / "_runner_history" / "table"))[0]
+    assert newest["outcome"] == "failed" and said in newest["error_message"], newest
+    assert SECRET not in done.stdout + done.stderr + json.dumps(newest, default=str)
+    assert not target.exists()

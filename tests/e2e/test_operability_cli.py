@@ -4,12 +4,12 @@ each run with its parent, and the run history."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
 import subprocess
 import sys
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -18,16 +18,17 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.lineage_collector import Collector
+from tests.pushgateway import GuardedGateway
 
 ROOT = Path(__file__).resolve().parents[2]
 PARENT_RUN = str(uuid.uuid4())
+LINEAGE_PASSWORD = "s3cr3t-lineage-pass"
 
 
-def _metrics(url: str, pipeline: str) -> dict[tuple[str, str], float]:
+def _metrics(gateway: GuardedGateway, pipeline: str) -> dict[tuple[str, str], float]:
     """The pipeline's samples on the Pushgateway, by (name, the outcome or stage label)."""
-    text = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()
     found = {}
-    for family in text_string_to_metric_families(text):
+    for family in text_string_to_metric_families(gateway.get("/metrics")):
         for sample in family.samples:
             if sample.labels.get("pipeline") == pipeline and sample.name.startswith("runner_"):
                 label = sample.labels.get("outcome") or sample.labels.get("stage") or ""
@@ -36,21 +37,32 @@ def _metrics(url: str, pipeline: str) -> dict[tuple[str, str], float]:
 
 
 @pytest.mark.e2e
-def test_runs_push_metrics_send_lineage_and_leave_history(tmp_path, pushgateway):
+def test_runs_push_metrics_send_lineage_and_leave_history(tmp_path, pushgateway_basic_auth):
+    """The Pushgateway and the OpenLineage collector sit behind basic auth; the spec and the
+    OpenLineage configuration name their passwords as `${env:NAME}` in the URLs, which the
+    runner resolves and sends as an Authorization header, and never shows."""
+    gateway = pushgateway_basic_auth
     shutil.copytree(
         ROOT / "pipelines", tmp_path / "pipelines", ignore=shutil.ignore_patterns("warehouse")
     )
     spec_file = tmp_path / "pipelines" / "quickstart.yaml"
     spec = yaml.safe_load(spec_file.read_text())
     spec["sources"][0]["incremental"] = "new_files"
+    pushgateway = gateway.url.replace("://", f"://{gateway.user}:${{env:PGW_PW}}@")
     spec["metrics"] = {"pushgateway": pushgateway, "textfile": "metrics/trips.prom"}
     spec_file.write_text(yaml.safe_dump(spec, sort_keys=False))
-    collector = Collector()
+    pair = base64.b64encode(f"ol:{LINEAGE_PASSWORD}".encode()).decode()
+    collector = Collector(authorization=f"Basic {pair}")
+    lineage_url = collector.url.replace("://", "://ol:${env:OL_PW}@")
+    (tmp_path / "openlineage.yml").write_text(f"transport:\n  type: http\n  url: {lineage_url}\n")
     env = {
         **os.environ,
-        "OPENLINEAGE_URL": collector.url,
+        "OPENLINEAGE_CONFIG": str(tmp_path / "openlineage.yml"),
         "OPENLINEAGE_PARENT_ID": f"airflow/nightly.load_trips/{PARENT_RUN}",
+        "PGW_PW": gateway.password,
+        "OL_PW": LINEAGE_PASSWORD,
     }
+    printed = []
 
     def run() -> subprocess.CompletedProcess:
         done = subprocess.run(
@@ -61,10 +73,12 @@ def test_runs_push_metrics_send_lineage_and_leave_history(tmp_path, pushgateway)
             timeout=300,
         )
         assert done.returncode == 0, done.stderr[-3000:]
+        assert "metrics_push_failed" not in done.stderr and "lineage_event" not in done.stderr
+        printed.append(done.stdout + done.stderr)
         return done
 
     run()
-    pushed = _metrics(pushgateway, "trips")
+    pushed = _metrics(gateway, "trips")
     assert pushed[("runner_rows_total", "inserted")] == 400
     assert pushed[("runner_rows_total", "read")] == 420
     assert pushed[("runner_last_run_outcome", "committed")] == 1
@@ -76,7 +90,7 @@ def test_runs_push_metrics_send_lineage_and_leave_history(tmp_path, pushgateway)
     assert 'runner_rows_total{outcome="inserted",pipeline="trips"' in textfile
 
     assert "nothing new" in run().stdout
-    pushed = _metrics(pushgateway, "trips")
+    pushed = _metrics(gateway, "trips")
     assert pushed[("runner_rows_total", "inserted")] == 0  # zeros, not the last run's
     assert pushed[("runner_last_run_outcome", "nothing_new")] == 1
     assert pushed[("runner_last_run_outcome", "committed")] == 0
@@ -104,3 +118,9 @@ def test_runs_push_metrics_send_lineage_and_leave_history(tmp_path, pushgateway)
     assert shown.returncode == 0, shown.stderr  # and no abort at exit
     records = [json.loads(line) for line in shown.stdout.splitlines()]
     assert [r["outcome"] for r in records] == ["nothing_new", "committed"]
+    assert collector.refused == 0
+    textfile = (tmp_path / "pipelines" / "metrics" / "trips.prom").read_text()
+    shown_anywhere = "".join(printed) + shown.stdout + shown.stderr + textfile
+    for password in (gateway.password, LINEAGE_PASSWORD):
+        assert password not in shown_anywhere
+        assert password not in json.dumps(collector.events)

@@ -197,7 +197,12 @@ def test_renames_and_drops_are_checked_and_listed_before_the_rewrite(tmp_path):
         ({"rename": {"n": "total"}}, "target.rename: renames and drops need target.schema_"),
         (
             {"schema_evolution": "full", "rename": {"city": "town"}},
-            "target.rename.city: city is the partition field: renaming it away",
+            "target.rename.city: rename city -> town: city is the partition field, which the "
+            "table keeps by name",
+        ),
+        (
+            {"schema_evolution": "full", "rename": {"n": "total"}, "precombine_field": "n"},
+            "target.rename.n: n is the precombine field: renaming it away",
         ),
         ({"schema_evolution": "full", "drop": ["id"]}, "target.drop[0]: id is the record key"),
         (
@@ -211,6 +216,43 @@ def test_rename_and_drop_settings_are_checked_without_spark(tmp_path, target, ex
     result = CliRunner().invoke(cli, ["validate", str(spec)])
     assert result.exit_code == 2
     assert expected in result.output, result.output
+
+
+@pytest.mark.parametrize(
+    ("target", "entry", "role"),
+    [
+        (
+            {"rename": {"city": "town"}, "key_generator": {"partition_fields": "town"}},
+            "city: town",
+            "town is the partition field",
+        ),
+        (
+            {"rename": {"id": "key_id"}, "record_key": "key_id"},
+            "id: key_id",
+            "key_id is the record",
+        ),
+        (
+            {
+                "rename": {"id": "key_id"},
+                "record_key": ["key_id", "city"],
+                "key_generator": {"type": "COMPLEX", "partition_fields": "city"},
+            },
+            "id: key_id",
+            "key_id is the record key field",
+        ),
+    ],
+)
+def test_a_rename_onto_a_field_the_table_stores_by_name_is_refused(tmp_path, target, entry, role):
+    """The spec names the new name, as the docs once said to: the table's stored settings
+    (and a COMPLEX key's text, a partition's path) hold the old one, so the run would stop
+    on them after validate passed. validate stops it, on the rename entry's line."""
+    spec = _spec(tmp_path, {"format": "json"}, schema_evolution="full", **target)
+    result = CliRunner().invoke(cli, ["validate", str(spec)])
+    assert result.exit_code == 2, result.output
+    (line,) = [text for text in result.output.splitlines() if text.startswith(str(spec))]
+    at = next(i for i, text in enumerate(spec.read_text().splitlines(), 1) if entry in text)
+    assert line.startswith(f"{spec}:{at}:"), (line, spec.read_text())
+    assert role in line and "remove this entry" in line
 
 
 def test_what_a_run_would_refuse_before_rewriting_is_refused_here_too(tmp_path):
