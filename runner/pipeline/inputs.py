@@ -58,7 +58,9 @@ class Inputs:
         return {
             "sources": {p.source.name: p.summary() for p in self.plans},
             "checkpoint_origin": (
-                self.points.describe() if self.points.by_source or self.checkpoint_given else None
+                self.points.describe()
+                if self.points.by_source or self.checkpoint_given or self.points.into_rows
+                else None
             ),
         }
 

@@ -152,6 +152,52 @@ def test_a_first_run_at_latest_with_nothing_after_it_fixes_where_the_next_run_st
     assert DeltaTable(str(table)).version() == 2
 
 
+def _renamed(spec: Any, name: str, **kafka: Any) -> Any:
+    """The spec under another pipeline name (its target the same table)."""
+    text = yaml.safe_load(Path(spec.file).read_text())
+    text["name"] = name
+    text["sources"][0]["kafka"].update(kafka)
+    path = Path(spec.file).with_name(f"{name}.yaml")
+    path.write_text(yaml.safe_dump(text, sort_keys=False))
+    return load_spec(path)
+
+
+def test_a_renamed_pipeline_at_latest_is_refused_with_its_old_offsets_and_earliest_says_so(
+    spark, tmp_path, kafka_broker, topic
+):
+    spec = _spec(tmp_path, _kafka(kafka_broker, topic, starting_offsets="latest"))
+    _run(spec)
+    kafka_broker.produce(topic, _orders([(1, 1.0, "ams", 1)]), partitions=[0])
+    _run(spec)
+    offsets = _checkpoint(tmp_path / "table")
+    kafka_broker.produce(topic, _orders([(2, 2.0, "sf", 1)]), partitions=[1])  # meanwhile
+
+    renamed = _renamed(spec, "orders_v2")
+    refused = CliRunner().invoke(cli, ["run", renamed.file])
+    assert isinstance(refused.exception, UserError), refused.output
+    message = str(refused.exception)
+    shown = json.dumps(offsets, separators=(",", ":"))
+    assert message.startswith("source 'orders': pipeline 'orders_v2' has no checkpoint in ")
+    assert "starting_offsets: latest would skip every record produced since" in message
+    assert f"pipeline 'orders' recorded orders at {shown} (table version 2)" in message
+    assert f"run with --checkpoint 'orders={shown}' (or under the name 'orders')" in message
+    assert "--ignore-checkpoint starts at the latest offsets" in message
+    assert set(_content(tmp_path / "table")) == {1}
+
+    told = _run(renamed, "--checkpoint", f"orders={shown}")  # the fix, as given
+    assert "inserted     1" in told
+    assert set(_content(tmp_path / "table")) == {1, 2}
+
+    # from earliest, a pipeline new to the table reads again what it holds, and says so
+    again = _run(_renamed(spec, "orders_v3", starting_offsets="earliest"))
+    assert (
+        "checkpoints  none of this pipeline in this table, which holds rows already "
+        "(checkpoints of pipeline 'orders_v2' in version 3, pipeline 'orders' in version 2): "
+        "orders from the earliest offsets"
+    ) in again
+    assert "inserted     0   updated 0   unchanged 2" in again
+
+
 def test_kafka_timestamp_as_the_precombine_field_and_kafka_columns_in_the_view(
     spark, tmp_path, kafka_broker, topic
 ):
