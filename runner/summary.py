@@ -116,13 +116,8 @@ class RunSummary:
                 "nothing to do"
             )
         if self.nothing_new:
-            recorded = (
-                f"; the chosen checkpoints are recorded in version {self.version}"
-                if self.version is not None
-                else "; nothing to do"
-            )
             return (
-                f"{self.pipeline}: nothing new in {', '.join(self.sources)}{recorded} "
+                f"{self.pipeline}: nothing new in {', '.join(self.sources)}{self._recorded()} "
                 f"({self._stage_times()})"
             )
         lines = self._write_lines() + self._merge_lines() + self._input_lines()
@@ -132,6 +127,17 @@ class RunSummary:
         total = sum(self.stage_seconds.values())
         lines.append(f"  time         {self._stage_times()}  (total {total:.1f}s)")
         return "\n".join(lines)
+
+    def _recorded(self) -> str:
+        """What a run that read nothing recorded: nothing, or its starting points."""
+        if self.version is None:
+            return "; nothing to do"
+        if any(info.get("start") == "latest" for info in self.sources.values()):
+            return (
+                "; no records after the latest offsets; starting points recorded in version "
+                f"{self.version}: the next run reads what arrives after them"
+            )
+        return f"; the chosen checkpoints are recorded in version {self.version}"
 
     def _stage_times(self) -> str:
         return "  ".join(f"{k} {v:.1f}s" for k, v in self.stage_seconds.items())

@@ -211,8 +211,17 @@ def _columns_not_in(columns: pa.Schema, other: pa.Schema) -> list[str]:
     ]
 
 
+def create_empty_table(ctx: RunContext, schema: SchemaPlan) -> TableSnapshot:
+    """The table as a first run's commit creates it (version 0: its schema and settings),
+    with no rows: for a first run that has only its starting points to record."""
+    created, _ = _table_to_commit_to(ctx, None, schema)
+    log.info("table_created", version=created.version)
+    return created
+
+
 def commit_checkpoints_only(ctx: RunContext, snapshot: TableSnapshot, inputs: Inputs) -> int:
-    """A chosen start with nothing to read yet is still recorded, so the next run keeps it."""
+    """A start with nothing to read yet is still recorded, so the next run keeps it: one
+    the user chose, or one taken from what a source holds now (Kafka's `latest`)."""
     checkpoints, _ = inputs.checkpoints()
     points = inputs.points
     metadata = {

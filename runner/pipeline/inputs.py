@@ -47,12 +47,20 @@ class Inputs:
     def nothing_new(self) -> bool:
         return nothing_new(list(self.plans))
 
+    @property
+    def starts_fixed_now(self) -> list[str]:
+        """The sources whose start was taken from what they hold now (SourcePlan
+        start_fixed_now): recorded even when nothing follows it."""
+        return [p.source.name for p in self.plans if p.start_fixed_now]
+
     def figures(self) -> dict[str, Any]:
         """The run summary's fields this stage fills."""
         return {
             "sources": {p.source.name: p.summary() for p in self.plans},
             "checkpoint_origin": (
-                self.points.describe() if self.points.by_source or self.checkpoint_given else None
+                self.points.describe()
+                if self.points.by_source or self.checkpoint_given or self.points.into_rows
+                else None
             ),
         }
 

@@ -40,6 +40,7 @@ from runner.pipeline.commit_stage import (
     Written,
     commit_checkpoints_only,
     commit_prepared,
+    create_empty_table,
     log_commit,
     prepare_commit,
     unused_change_files,
@@ -195,15 +196,7 @@ def _ingest(
     inputs = plan_inputs(ctx, snapshot, frozenset(skipped), spark)
     files_skipped = tuple(skipped.values())
     if inputs.nothing_new:
-        recorded = None
-        # recorded when the listing found nothing (a JDBC source's empty answer is not)
-        if (
-            snapshot is not None
-            and not ctx.options.dry_run
-            and inputs.spark is None
-            and inputs.points.origin.replaces_the_tables
-        ):
-            recorded = commit_checkpoints_only(ctx, snapshot, inputs)
+        recorded = None if ctx.options.dry_run else _record_start(ctx, snapshot, inputs)
         log.info("nothing_new", sources=[p.source.name for p in inputs.plans])
         return Outcome(inputs, inputs.spark, files_skipped, checkpoints_version=recorded)
     assert inputs.spark is not None
@@ -216,6 +209,27 @@ def _ingest(
         finally:
             batch.release()
     return Outcome(inputs, inputs.spark, files_skipped, figures, committed)
+
+
+def _record_start(ctx: RunContext, snapshot: TableSnapshot | None, inputs: Inputs) -> int | None:
+    """The version recording the starting points of a run that found nothing to read, when
+    the next run must keep them: a start taken from what a source holds now (a Kafka
+    source's first run at `latest`; the table is created for it when there is none), or a
+    start the user chose, when the listing found nothing (a JDBC source's empty answer is
+    not recorded: it has no value to record)."""
+    fixed = inputs.starts_fixed_now
+    if fixed:
+        assert inputs.spark is not None, "a Kafka source's offsets come through Spark"
+        if snapshot is None:
+            with reading(ctx.spec.sources):  # an empty batch: the table's schema
+                batch = plan_batch(ctx, inputs.spark, inputs.plans, None)
+            batch.release()
+            snapshot = create_empty_table(ctx, batch.schema)
+        log.info("starting_points_fixed", sources=fixed)
+        return commit_checkpoints_only(ctx, snapshot, inputs)
+    if snapshot is not None and inputs.spark is None and inputs.points.origin.replaces_the_tables:
+        return commit_checkpoints_only(ctx, snapshot, inputs)
+    return None
 
 
 @dataclass(frozen=True)

@@ -3,17 +3,31 @@
 A run records `{source name: checkpoint}` in its Delta commit's metadata, in the same commit
 as its data, so a crash can neither skip nor re-read input: the next run starts from the
 checkpoint of the latest commit of this pipeline, which exists only if the data does.
+
+A pipeline with no checkpoint in a table that already holds rows (renamed, its checkpoints
+being under the old name; or a second pipeline on the table) reads from its sources' start.
+Where that would lose something without a word, the run is refused, naming the pipelines
+whose checkpoints the table holds: a chained `delta` source handing deletes on (a first
+read of its table in full misses every key deleted there since the target's rows came from
+it) and a Kafka source at `starting_offsets: latest` (the records since then are skipped).
+Elsewhere the summary says what is read again.
 """
 
 from __future__ import annotations
 
+import json
+import shlex
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+import structlog
+
 from runner.delta.snapshot import TableSnapshot
 from runner.errors import UserError
-from runner.spec.model import PipelineSpec
+from runner.spec.model import PipelineSpec, Source
+
+log = structlog.get_logger(__name__)
 
 # The commit metadata field (under "runner") that holds the checkpoints.
 FIELD = "checkpoint"
@@ -36,20 +50,34 @@ class Origin(StrEnum):
 
 
 @dataclass(frozen=True)
+class OtherPipeline:
+    """Another pipeline's latest checkpoints in the table."""
+
+    name: str
+    version: int  # the table version that recorded them
+    checkpoints: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class StartingPoints:
     """Where each incremental source starts this run, and how that was decided."""
 
     by_source: dict[str, Any]
     origin: Origin
     commit_version: int | None = None  # the latest commit of the pipeline with checkpoints
+    # the pipeline's first run into a table that holds rows: what its sources read again
+    into_rows: str | None = None
 
     def describe(self) -> str:
-        return {
+        if self.into_rows is not None and self.origin == Origin.NEW:
+            return self.into_rows
+        text = {
             Origin.TABLE: f"from the checkpoints of version {self.commit_version}",
             Origin.CHOSEN: "from the checkpoints given for this run",
             Origin.RESET: "from the beginning (a reset)",
             Origin.NEW: "from the beginning (no commit of this pipeline yet)",
         }[self.origin]
+        return text if self.into_rows is None else f"{text}; the others: {self.into_rows}"
 
 
 def last_checkpoints(
@@ -75,6 +103,19 @@ def _first_with_checkpoints(
     return None
 
 
+def other_pipelines(snapshot: TableSnapshot, pipeline: str) -> list[OtherPipeline]:
+    """The latest checkpoints of each pipeline but `pipeline` in the table, newest first."""
+    found: dict[str, OtherPipeline] = {}
+    for commit in snapshot.table.history():  # newest first
+        meta = commit.get("runner")
+        if not isinstance(meta, dict) or FIELD not in meta:
+            continue
+        name = meta.get("pipeline")
+        if isinstance(name, str) and name != pipeline and name not in found:
+            found[name] = OtherPipeline(name, commit["version"], dict(meta[FIELD] or {}))
+    return list(found.values())
+
+
 def starting_points(
     spec: PipelineSpec,
     snapshot: TableSnapshot | None,
@@ -82,7 +123,9 @@ def starting_points(
     ignore: bool = False,
 ) -> StartingPoints:
     """The checkpoints this run starts from: the table's, or the user's (`--checkpoint`,
-    `--ignore-checkpoint`). `override` holds VALUE (one incremental source) or NAME=VALUE."""
+    `--ignore-checkpoint`). `override` holds VALUE (one incremental source) or NAME=VALUE.
+    A first run of the pipeline into a table that holds rows is refused where a source
+    would lose something without a word (the module's docstring)."""
     incremental = [s.name for s in spec.sources if s.incremental]
     if (override or ignore) and not incremental:
         raise UserError(
@@ -92,13 +135,49 @@ def starting_points(
     found, version = last_checkpoints(snapshot, spec.name)
     if ignore:
         return StartingPoints({}, Origin.RESET, version)
+    chosen = _parse_overrides(override, incremental) if override else {}
+    into_rows = None
+    if version is None and incremental and snapshot is not None and _holds_rows(snapshot):
+        into_rows = _first_run_into_rows(spec, snapshot, chosen)
     if override:
         # the named sources start where the user says, the others where the table says
-        chosen = {**found, **_parse_overrides(override, incremental)}
-        return StartingPoints(chosen, Origin.CHOSEN, version)
+        return StartingPoints({**found, **chosen}, Origin.CHOSEN, version, into_rows)
     if version is None:
-        return StartingPoints({}, Origin.NEW)
+        return StartingPoints({}, Origin.NEW, into_rows=into_rows)
     return StartingPoints(found, Origin.TABLE, version)
+
+
+def _holds_rows(snapshot: TableSnapshot) -> bool:
+    return any(f.live_records > 0 for f in snapshot.files())
+
+
+def _first_run_into_rows(
+    spec: PipelineSpec, snapshot: TableSnapshot, chosen: dict[str, str]
+) -> str | None:
+    """What the pipeline's first run into a table that holds rows reads from its sources'
+    start (for the summary and the log; None: every source starts where the user chose);
+    refused where a source would lose something without a word."""
+    starting = [s for s in spec.sources if s.incremental and s.name not in chosen]
+    if not starting:
+        return None
+    others = other_pipelines(snapshot, spec.name)
+    for source in starting:
+        lost = _what_a_first_read_loses(source)
+        if lost:
+            raise UserError(_refusal(spec, source, lost, others))
+    held = ", ".join(f"pipeline {o.name!r} in version {o.version}" for o in others)
+    reads = ", ".join(f"{s.name} {_first_read(s)}" for s in starting)
+    log.warning(
+        "first_run_into_rows",
+        pipeline=spec.name,
+        others=[o.name for o in others],
+        sources=[s.name for s in starting],
+    )
+    return (
+        "none of this pipeline in this table, which holds rows already"
+        + (f" (checkpoints of {held})" if held else "")
+        + f": {reads}"
+    )
 
 
 def _parse_overrides(values: tuple[str, ...], incremental: list[str]) -> dict[str, str]:
@@ -115,3 +194,80 @@ def _parse_overrides(values: tuple[str, ...], incremental: list[str]) -> dict[st
                 f"NAME=VALUE, NAME one of: {', '.join(incremental)}"
             )
     return parsed
+
+
+def _first_read(source: Source) -> str:
+    """Where a source's read starts without a checkpoint, as the summary says it."""
+    kafka = source.kafka
+    if kafka is not None:
+        if isinstance(kafka.starting_offsets, str):
+            return f"from the {kafka.starting_offsets} offsets"
+        return "from starting_offsets"
+    if source.format == "delta":
+        return "read whole"
+    if source.format == "jdbc":
+        return "every row"
+    return "every file"
+
+
+def _what_a_first_read_loses(source: Source) -> str | None:
+    """What a source's first read into a table that holds rows would lose without a word,
+    or None."""
+    incremental = source.incremental
+    if source.format == "delta" and incremental and incremental.deletes == "propagate":
+        return (
+            f"a first read of {source.path} in full hands on none of the deletes made there "
+            "since the table's rows came from it (those keys would stay for ever)"
+        )
+    if source.kafka is not None and source.kafka.starting_offsets == "latest":
+        return (
+            "starting_offsets: latest would skip every record produced since the table's rows "
+            "were read"
+        )
+    return None
+
+
+def _refusal(spec: PipelineSpec, source: Source, lost: str, others: list[OtherPipeline]) -> str:
+    """The refusal of a first read that would lose something: what is known, and the fixes."""
+    name = source.name
+    holding = [o for o in others if name in o.checkpoints]
+    if holding:
+        known = ", ".join(
+            f"pipeline {o.name!r} recorded {name} at {_shown(o.checkpoints[name], source)} "
+            f"(table version {o.version})"
+            for o in holding
+        )
+        value = _as_value(holding[0].checkpoints[name])
+        go_on = (
+            f"{known}: run with --checkpoint {shlex.quote(f'{name}={value}')} (or under the "
+            f"name {holding[0].name!r}) to go on from there"
+        )
+    else:
+        go_on = (
+            f"no pipeline recorded a checkpoint of a source {name!r} in it: run with "
+            f"--checkpoint {name}=VALUE (where the table's rows came from) to go on from there"
+        )
+    anyway = (
+        f"--ignore-checkpoint reads {source.path} in full into the table as it is (keys "
+        "deleted there stay)"
+        if source.format == "delta"
+        else "--ignore-checkpoint starts at the latest offsets all the same"
+    )
+    return (
+        f"source {name!r}: pipeline {spec.name!r} has no checkpoint in {spec.target.path}, which "
+        f"holds rows already, and {lost}, so nothing was read; {go_on}; {anyway}"
+    )
+
+
+def _as_value(value: Any) -> str:
+    """A recorded checkpoint as --checkpoint takes it."""
+    if isinstance(value, dict) and set(value) == {"version"}:
+        return str(value["version"])  # a Delta source's
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def _shown(value: Any, source: Source) -> str:
+    text = _as_value(value)
+    return f"version {text}" if source.format == "delta" else text

@@ -13,7 +13,9 @@ and the checkpoint of the last run, so the rules can be read and tested without 
   is handled the same way, the whole partition being new.
 
 The checkpoint recorded with the commit is `{topic: {partition: next offset}}`, the end of
-every range read, and the checkpointed offsets of partitions not seen this run.
+every range read, and the checkpointed offsets of partitions not seen this run. A first run
+at `latest` is recorded even when it reads nothing (KafkaRead.from_latest): the next run
+starts where this one found the topics' ends, not where they end then.
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ class KafkaRead:
     ranges: tuple[OffsetRange, ...]
     waiting: int  # records past the ranges' ends, left for the next runs (a capped run)
     checkpoint: Mapping[str, Mapping[str, int]]  # to record with the commit
+    # a first run's `starting_offsets: latest`: the start is where the topics end now, so
+    # it is recorded even when nothing follows it (else every run would start anew)
+    from_latest: bool = False
 
     @property
     def records(self) -> int:
@@ -73,6 +78,8 @@ class KafkaRead:
             "partitions": len(self.ranges),
             "records": self.records,
         }
+        if self.from_latest:
+            out["start"] = "latest"
         if self.waiting:
             out["records_waiting"] = self.waiting
         lost = sum(r.lost for r in self.ranges)
@@ -119,7 +126,8 @@ def plan_read(
     waiting = sum(r.records for r in ranges) - sum(r.records for r in capped)
     checkpoint = dict(since or {})  # partitions gone from the brokers keep their offsets
     checkpoint.update({(r.topic, r.partition): r.end for r in capped})
-    return KafkaRead(tuple(capped), waiting, _as_json(checkpoint))
+    from_latest = since is None and kafka.starting_offsets == "latest"
+    return KafkaRead(tuple(capped), waiting, _as_json(checkpoint), from_latest)
 
 
 def _start(

@@ -40,6 +40,12 @@ class SourcePlan:
     def where(self) -> str:
         return f"source '{self.source.name}'"
 
+    @property
+    def start_fixed_now(self) -> bool:
+        """The start was taken from what the source holds at this moment (a Kafka source's
+        first run at `latest`): unless recorded, the next run would take another one."""
+        return bool(self.source.incremental) and self.kafka is not None and self.kafka.from_latest
+
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {"format": self.source.format, **self.details}
         if self.source.incremental:

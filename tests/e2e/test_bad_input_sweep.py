@@ -311,6 +311,31 @@ CASES = {
         "target.rename.city: rename city -> town: town is the partition field, which the table "
         "keeps by name",
     ),
+    "chained_delta_first_run_into_rows": (  # a pipeline new to the table: deletes missed
+        lambda w: _spec(
+            {"format": "delta", "path": str(w / "foreign"), "incremental": {"since": "last"}},
+            w / "table",
+        ),
+        2,
+        "holds rows already, and a first read of",
+    ),
+    "kafka_latest_first_run_into_rows": (  # a pipeline new to the table: records skipped
+        lambda w: _spec(
+            {
+                "format": "kafka",
+                "schema": "id long, city string, v long",
+                "incremental": {"since": "last"},
+                "kafka": {
+                    "bootstrap_servers": "127.0.0.1:9",  # refused before a broker is asked
+                    "topics": ["events"],
+                    "starting_offsets": "latest",
+                },
+            },
+            w / "table",
+        ),
+        2,
+        "holds rows already, and starting_offsets: latest would skip every record",
+    ),
     "escaping_partition": (
         lambda w: _spec(
             _json_source(

@@ -17,8 +17,10 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 import yaml
+from click.testing import CliRunner
 from deltalake import DeltaTable
 
+from runner.cli import cli
 from runner.commands.read import read_rows
 from runner.delta.snapshot import open_table
 from runner.errors import InvalidSpecError, UserError
@@ -302,6 +304,45 @@ def test_deletes_reach_the_end_of_a_chain(spark, tmp_path, table_type):
         assert _content(tmp_path / "c" / "table") == reference.state
     assert (middle.deleted, end.deleted) == (0, 0)  # the last round deletes nothing
     assert middle.updated == end.updated == 1
+
+
+def _renamed(spec, name):
+    """The spec under another pipeline name, beside it (so its paths mean the same)."""
+    text = yaml.safe_load(spec.read_text())
+    path = spec.with_name(f"{name}.yaml")
+    path.write_text(yaml.safe_dump({**text, "name": name}, sort_keys=False))
+    return path
+
+
+def test_a_renamed_chained_pipeline_is_refused_until_told_where_its_rows_came_from(spark, tmp_path):
+    """Renamed, a chained pipeline has no checkpoint (it is under the old name): a first
+    read of A in full would keep the keys deleted in A meanwhile. The run is refused,
+    naming the old name and its checkpoint; --ignore-checkpoint does what the refusal says
+    (the deleted key stays), the --checkpoint it gives hands the delete on."""
+    a = _spec(tmp_path, "COPY_ON_WRITE")
+    _run(spark, tmp_path, a, _batch(range(4), 1))
+    b = _chained(tmp_path / "b", tmp_path / "table", precombine_field="ts")
+    run_pipeline(load_spec(b), spark=spark)
+    _run(spark, tmp_path, a, _batch([1], 2, gone={1}))  # version 2 of A deletes key 1
+
+    renamed = _renamed(b, "b_v2")
+    refused = CliRunner().invoke(cli, ["run", str(renamed)])
+    assert isinstance(refused.exception, UserError), refused.output
+    message = str(refused.exception)
+    assert message.startswith("source 'up': pipeline 'b_v2' has no checkpoint in ")
+    assert f"a first read of {tmp_path / 'table'} in full hands on none of the deletes" in message
+    assert "pipeline 'b' recorded up at version 1 (table version 1): run with " in message
+    assert "--checkpoint up=1 (or under the name 'b')" in message
+    assert "--ignore-checkpoint reads" in message and "\n" not in message
+    assert set(_content(tmp_path / "b" / "table")) == {0, 1, 2, 3}  # nothing was read
+
+    reset = CliRunner().invoke(cli, ["run", str(renamed), "--ignore-checkpoint"])
+    assert reset.exit_code == 0, reset.output
+    assert 1 in _content(tmp_path / "b" / "table")  # as the refusal said: key 1 stays
+
+    told = CliRunner().invoke(cli, ["run", str(_renamed(b, "b_v3")), "--checkpoint", "up=1"])
+    assert told.exit_code == 0, told.output
+    assert _content(tmp_path / "b" / "table") == _content(tmp_path / "table")
 
 
 def test_a_source_without_a_change_feed_is_refused_unless_deletes_are_ignored(spark, tmp_path):

@@ -120,6 +120,17 @@ def test_new_files_are_ingested_exactly_once(spark, tmp_path):
     chosen = run_pipeline(spec, spark=spark, options=RunOptions(checkpoint=(moment,)))
     assert chosen.rows_read == 15 and chosen.sources["events"]["files"] == 2
 
+    # renamed, the pipeline has no checkpoint in the table (they are under the old name):
+    # it reads every file again, and says so
+    renamed = load_spec(_spec(tmp_path, "files_v2", [source], {"path": "table", **UPSERT}))
+    again = run_pipeline(renamed, spark=spark)
+    assert again.rows_read == 25
+    assert again.checkpoint_origin == (
+        "none of this pipeline in this table, which holds rows already (checkpoints of "
+        f"pipeline 'files' in version {chosen.version}): events every file"
+    )
+    assert f"  checkpoints  {again.checkpoint_origin}" in again.render()
+
 
 def test_a_failed_run_does_not_move_the_checkpoint(spark, tmp_path, monkeypatch):
     inbox = tmp_path / "inbox"

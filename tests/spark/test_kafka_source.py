@@ -14,7 +14,10 @@ from typing import Any
 import fastavro
 import pytest
 import yaml
+from click.testing import CliRunner
+from deltalake import DeltaTable
 
+from runner.cli import cli
 from runner.errors import BadRecordsError, UserError
 from runner.pipeline.run import run_pipeline
 from runner.spec import load_spec
@@ -71,8 +74,6 @@ def _content(table: Path) -> dict[int, tuple[float, int]]:
 
 
 def _checkpoint(table: Path) -> dict[str, Any]:
-    from deltalake import DeltaTable
-
     return DeltaTable(str(table)).history(1)[0]["runner"]["checkpoint"]["orders"]
 
 
@@ -117,6 +118,84 @@ def test_json_upserts_keep_the_latest_by_field_and_the_offsets_go_in_the_commit(
     assert second.rows_read == 2  # only the records after the checkpoint
     assert (second.inserted, second.updated) == (1, 1)
     assert _content(tmp_path / "table")[2] == (21.0, 2)
+
+
+def _run(spec: Any, *flags: str) -> str:
+    """`runner run SPEC` as a user types it; its output (the summary)."""
+    done = CliRunner().invoke(cli, ["run", spec.file, *flags])
+    assert done.exit_code == 0, done.output + repr(done.exception)
+    return done.output
+
+
+def test_a_first_run_at_latest_with_nothing_after_it_fixes_where_the_next_run_starts(
+    spark, tmp_path, kafka_broker, topic
+):
+    kafka_broker.produce(topic, _orders([(1, 1.0, "ams", 1), (2, 2.0, "sf", 1)]), partitions=[0, 1])
+    spec = _spec(tmp_path, _kafka(kafka_broker, topic, starting_offsets="latest"))
+    table = tmp_path / "table"
+
+    first = _run(spec)
+    assert (
+        "nothing new in orders; no records after the latest offsets; starting points recorded "
+        "in version 1: the next run reads what arrives after them" in first
+    )
+    ends = kafka_broker.end_offsets(topic)
+    assert _checkpoint(table) == {topic: {str(p): o for p, o in ends.items()}}
+    assert read_table(table).empty  # version 0: the table as a first run creates it
+
+    # produced before the second run: read by it, and nothing before the first run is
+    kafka_broker.produce(topic, _orders([(3, 3.0, "ams", 1), (4, 4.0, "sf", 1)]), partitions=[2, 0])
+    second = _run(spec)
+    assert "inserted     2" in second
+    assert set(_content(table)) == {3, 4}
+    assert "nothing to do" in _run(spec)  # a start already recorded is kept, not recorded again
+    assert DeltaTable(str(table)).version() == 2
+
+
+def _renamed(spec: Any, name: str, **kafka: Any) -> Any:
+    """The spec under another pipeline name (its target the same table)."""
+    text = yaml.safe_load(Path(spec.file).read_text())
+    text["name"] = name
+    text["sources"][0]["kafka"].update(kafka)
+    path = Path(spec.file).with_name(f"{name}.yaml")
+    path.write_text(yaml.safe_dump(text, sort_keys=False))
+    return load_spec(path)
+
+
+def test_a_renamed_pipeline_at_latest_is_refused_with_its_old_offsets_and_earliest_says_so(
+    spark, tmp_path, kafka_broker, topic
+):
+    spec = _spec(tmp_path, _kafka(kafka_broker, topic, starting_offsets="latest"))
+    _run(spec)
+    kafka_broker.produce(topic, _orders([(1, 1.0, "ams", 1)]), partitions=[0])
+    _run(spec)
+    offsets = _checkpoint(tmp_path / "table")
+    kafka_broker.produce(topic, _orders([(2, 2.0, "sf", 1)]), partitions=[1])  # meanwhile
+
+    renamed = _renamed(spec, "orders_v2")
+    refused = CliRunner().invoke(cli, ["run", renamed.file])
+    assert isinstance(refused.exception, UserError), refused.output
+    message = str(refused.exception)
+    shown = json.dumps(offsets, separators=(",", ":"))
+    assert message.startswith("source 'orders': pipeline 'orders_v2' has no checkpoint in ")
+    assert "starting_offsets: latest would skip every record produced since" in message
+    assert f"pipeline 'orders' recorded orders at {shown} (table version 2)" in message
+    assert f"run with --checkpoint 'orders={shown}' (or under the name 'orders')" in message
+    assert "--ignore-checkpoint starts at the latest offsets" in message
+    assert set(_content(tmp_path / "table")) == {1}
+
+    told = _run(renamed, "--checkpoint", f"orders={shown}")  # the fix, as given
+    assert "inserted     1" in told
+    assert set(_content(tmp_path / "table")) == {1, 2}
+
+    # from earliest, a pipeline new to the table reads again what it holds, and says so
+    again = _run(_renamed(spec, "orders_v3", starting_offsets="earliest"))
+    assert (
+        "checkpoints  none of this pipeline in this table, which holds rows already "
+        "(checkpoints of pipeline 'orders_v2' in version 3, pipeline 'orders' in version 2): "
+        "orders from the earliest offsets"
+    ) in again
+    assert "inserted     0   updated 0   unchanged 2" in again
 
 
 def test_kafka_timestamp_as_the_precombine_field_and_kafka_columns_in_the_view(

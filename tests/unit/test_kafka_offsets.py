@@ -36,6 +36,13 @@ def test_first_run_from_latest_reads_nothing_and_records_where_it_starts():
     read = plan_read(kafka(starting_offsets="latest"), None, broker({0: 5}, {0: 20}), WHERE)
     assert read.records == 0
     assert read.checkpoint == {"orders": {"0": 20}}
+    assert read.from_latest and read.summary()["start"] == "latest"  # recorded all the same
+    # with a checkpoint, `latest` no longer decides anything
+    later = plan_read(
+        kafka(starting_offsets="latest"), {("orders", 0): 20}, broker({0: 5}, {0: 20}), WHERE
+    )
+    assert not later.from_latest and "start" not in later.summary()
+    assert not plan_read(kafka(), None, broker({0: 5}, {0: 20}), WHERE).from_latest
 
 
 def test_first_run_from_chosen_offsets_starts_unnamed_partitions_at_earliest():
