@@ -3,6 +3,11 @@
 A run records `{source name: checkpoint}` in its Delta commit's metadata, in the same commit
 as its data, so a crash can neither skip nor re-read input: the next run starts from the
 checkpoint of the latest commit of this pipeline, which exists only if the data does.
+
+A restore (runner/services/restore.py) sets the table back to an older version, and every
+pipeline's checkpoints with it: its commit records `{pipeline: checkpoints}` as of that
+version (null for a pipeline that had committed none then, which starts anew), and a
+pipeline's latest commit is then that restore, when it names the pipeline.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from runner.spec.model import PipelineSpec
 
 # The commit metadata field (under "runner") that holds the checkpoints.
 FIELD = "checkpoint"
+# A restore's field: every pipeline's checkpoints as of the version it restored.
+RESTORED = "restored_checkpoints"
 # How many commits to look through at first; most tables find theirs in the last few.
 _FIRST_LOOK = 50
 
@@ -67,12 +74,39 @@ def last_checkpoints(
 
 def _first_with_checkpoints(
     history: list[dict[str, Any]], pipeline: str
-) -> tuple[dict[str, Any], int] | None:
+) -> tuple[dict[str, Any], int | None] | None:
+    """The checkpoints of the newest commit of `history` that sets `pipeline`'s, and its
+    version; ({}, None) when that is a restore to before the pipeline's first checkpoints;
+    None when no commit does."""
     for commit in history:  # newest first
         meta = commit.get("runner")
-        if isinstance(meta, dict) and meta.get("pipeline") == pipeline and FIELD in meta:
+        if not isinstance(meta, dict):
+            continue
+        if meta.get("pipeline") == pipeline and FIELD in meta:
             return dict(meta[FIELD]), commit["version"]
+        restored = meta.get(RESTORED)
+        if isinstance(restored, dict) and pipeline in restored:
+            points = restored[pipeline]
+            return (dict(points), commit["version"]) if points is not None else ({}, None)
     return None
+
+
+def checkpoints_as_of(snapshot: TableSnapshot, version: int) -> dict[str, dict[str, Any] | None]:
+    """Every pipeline that recorded checkpoints in the table's history: its checkpoints as
+    of `version` (None: it had recorded none by then)."""
+    history = snapshot.table.history()
+    pipelines = set()
+    for commit in history:
+        meta = commit.get("runner")
+        if isinstance(meta, dict) and FIELD in meta and isinstance(meta.get("pipeline"), str):
+            pipelines.add(meta["pipeline"])
+        elif isinstance(meta, dict) and isinstance(meta.get(RESTORED), dict):
+            pipelines.update(meta[RESTORED])
+    then = [c for c in history if c["version"] <= version]
+    found = {p: _first_with_checkpoints(then, p) for p in sorted(pipelines)}
+    return {
+        p: points[0] if points and points[1] is not None else None for p, points in found.items()
+    }
 
 
 def starting_points(
