@@ -231,7 +231,7 @@ def _change_files(plan: RestorePlan, instant: str) -> list[NewFile]:
     for group in sorted({*going, *coming}):
         before = _rows(fs, root, plan.schema, going.get(group, []), then)
         after = _rows(fs, root, plan.schema, coming.get(group, []), now)
-        written.append(_write_change_file(fs, root, group, instant, before, after, plan.schema))
+        written.append(_write_change_file((fs, root), group, instant, before, after, plan.schema))
     log.info("restore_change_files_written", files=len(written))
     return written
 
@@ -259,8 +259,7 @@ def _rows(
 
 
 def _write_change_file(
-    fs: pafs.FileSystem,
-    root: str,
+    store: tuple[pafs.FileSystem, str],
     group: Group,
     instant: str,
     before: pa.Table,
@@ -268,7 +267,9 @@ def _write_change_file(
     schema: pa.Schema,
 ) -> NewFile:
     """The bucket's change data file; written even without rows (a row that comes back as
-    it went), since a version with change data files is read from them alone."""
+    it went), since a version with change data files is read from them alone. `store`: the
+    table's file system and root."""
+    fs, root = store
     same = unchanged_keys(before, after)
     rows = change_rows(without_keys(before, same), without_keys(after, same), schema)
     pp, bucket = group
