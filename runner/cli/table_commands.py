@@ -1,5 +1,5 @@
-"""The commands on a table: expand and plan (its bucket layout), clean, compact, read,
-inspect. The table services (runner/services) do the work; these parse and print."""
+"""The commands on a table: expand and plan (its bucket layout), clean, compact, restore,
+read, inspect. The table services (runner/services) do the work; these parse and print."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from runner.services.compact import CompactSummary
     from runner.services.expand import ExpandSummary
     from runner.services.expansion_plan import ExpansionPlan
+    from runner.services.restore import RestoreSummary
 
 _POLICY = click.Choice(["multiple_rehash", "overwrite", "split"])
 
@@ -220,6 +221,49 @@ def compact(spec: str, partitions: tuple[str, ...], dry_run: bool, as_json: bool
     )
 
 
+@click.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option(
+    "--to",
+    "to",
+    required=True,
+    metavar="VERSION|INSTANT",
+    help="The version to bring back: its number, or an instant (yyyyMMddHHmmssSSS, UTC): "
+    "the newest commit at or before it, as `runner read --as-of` takes it.",
+)
+@click.option("--dry-run", is_flag=True, help="Print what it would remove and add; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def restore(spec: str, to: str, dry_run: bool, as_json: bool) -> None:
+    """Set a spec's table back to an older version, in one new version (a bad batch got in).
+
+    \b
+      runner history SPEC.yaml                          the commits, with their versions
+      runner restore SPEC.yaml --to 7 --dry-run         what would go and come back
+      runner restore SPEC.yaml --to 20261122093000000   the newest commit at or before it
+
+    The new version's rows are the table's as of that version, with its bucket layout and
+    its columns; every pipeline's source checkpoints go back too, so the next run reads
+    again what came after, and batches committed since can run again with their
+    --batch-id. On a table with a change data feed the undo is in the feed, so chained
+    tables follow it. Refused when `runner clean` or log cleanup removed what that version
+    needs (the error names the versions that can be restored). If another writer commits
+    meanwhile, one of the two fails and says to run again. Starts no JVM.
+    """
+    from runner.observe.observed import Observer, restore_figures
+    from runner.services.restore import restore_table
+    from runner.spec import load_spec
+
+    pipeline = load_spec(spec)
+
+    def work() -> RestoreSummary:
+        return restore_table(pipeline, to, dry_run)
+
+    done = work() if dry_run else Observer(pipeline).service("restore", work, restore_figures)
+    click.echo(
+        json.dumps(scrub_values(done.to_dict()), indent=2) if as_json else scrub(done.render())
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class ReadOptions:
     """`runner read`'s argument and options."""
@@ -377,7 +421,7 @@ def inspect(table: str, as_json: bool, plot: str | None) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per record instead.")
 def history(target: str, limit: int, failed: bool, since: str | None, as_json: bool) -> None:
-    """The last runs, expansions, compactions and cleans of a pipeline's table.
+    """The last runs, expansions, compactions, cleans and restores of a pipeline's table.
 
     \b
       runner history pipelines/trips.yaml
@@ -402,4 +446,4 @@ def history(target: str, limit: int, failed: bool, since: str | None, as_json: b
     click.echo(scrub(render(path, chosen, len(records))))
 
 
-COMMANDS = (expand, plan, clean, compact, read, inspect, history)
+COMMANDS = (expand, plan, clean, compact, restore, read, inspect, history)

@@ -1,5 +1,6 @@
-"""`runner history`: the last runs, expansions, compactions and cleans of a pipeline's table,
-from its run history (runner/observe/history.py). Reads one small Delta table; no JVM."""
+"""`runner history`: the last runs, expansions, compactions, cleans and restores of a
+pipeline's table, from its run history (runner/observe/history.py). Reads one small Delta
+table; no JVM."""
 
 from __future__ import annotations
 

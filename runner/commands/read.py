@@ -30,7 +30,6 @@ from deltalake.exceptions import TableNotFoundError
 from runner.delta.arrow_read import read_live
 from runner.delta.change_feed import (
     CHANGE_COLUMNS,
-    commit_instant,
     has_change_feed,
     plan_changes,
     read_changes,
@@ -39,11 +38,10 @@ from runner.delta.change_feed import (
 from runner.delta.directory import canonical, missing_files, walk
 from runner.delta.log_replay import deletion_vectors
 from runner.delta.snapshot import add_actions
+from runner.delta.versions import is_instant, version_named
 from runner.errors import UserError
 from runner.storage.location import TableLocation, locate
 from runner.storage.meta_columns import CHANGE_TYPE, COMMIT_TIME
-
-INSTANT_DIGITS = 17  # yyyyMMddHHmmssSSS
 
 
 @dataclass(frozen=True)
@@ -94,7 +92,7 @@ def read_rows(
     except TableNotFoundError:
         raise UserError(f"no Delta table at {path}") from None
     for name, value in (("--since", since), ("--until", until)):
-        if value is not None and not _is_instant(value):
+        if value is not None and not is_instant(value):
             raise UserError(
                 f"{name} {value!r} is not an instant; write yyyyMMddHHmmssSSS, e.g. "
                 "20261122093000000 (the _commit_time of a row, or a run summary's instant)"
@@ -198,7 +196,7 @@ def load_as_of(location: TableLocation, table: DeltaTable, as_of: str) -> None:
     """Load the version `as_of` names (a version number, or an instant: the newest commit at
     or before it); refused when `runner clean` removed its files."""
     latest = table.version()
-    table.load_as_version(_as_of_version(table, as_of))
+    table.load_as_version(version_named(table, as_of, "--as-of"))
     _check_files_kept(location, table, latest)
 
 
@@ -235,31 +233,11 @@ def _files_of(location: TableLocation, table: DeltaTable) -> list[str]:
     return paths + [dv.relative_path for dv in vectors if dv.relative_path]
 
 
-def _is_instant(value: str) -> bool:
-    return value.isdigit() and len(value) == INSTANT_DIGITS
-
-
 def _may_hold(row: dict[str, Any], since: str | None, until: str | None) -> bool:
     low, high = row.get(f"min.{COMMIT_TIME}"), row.get(f"max.{COMMIT_TIME}")
     if low is None or high is None:
         return True
     return (since is None or high > since) and (until is None or low <= until)
-
-
-def _as_of_version(table: DeltaTable, as_of: str) -> int:
-    if as_of.isdigit() and len(as_of) < INSTANT_DIGITS:
-        version = int(as_of)
-        if version > table.version():
-            raise UserError(f"--as-of {as_of}: the table's latest version is {table.version()}")
-        return version
-    if not _is_instant(as_of):
-        raise UserError(
-            f"--as-of {as_of!r}: give a version number or an instant (yyyyMMddHHmmssSSS)"
-        )
-    for commit in table.history():  # newest first
-        if commit_instant(commit) <= as_of:
-            return int(commit["version"])
-    raise UserError(f"--as-of {as_of}: the table has no commit at or before that instant")
 
 
 def write_rows(rows: pa.Table, fmt: str, out: str | None) -> None:

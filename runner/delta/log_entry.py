@@ -202,6 +202,16 @@ def re_add_action(update: NewDeletionVector, now: int) -> dict[str, Any]:
     return action
 
 
+def restored_add_action(f: DataFile, now: int) -> dict[str, Any]:
+    """A file of an older version added back as that version logged it: its stats and its
+    deletion vector then (a restore)."""
+    stats = f.stats or json.dumps({"numRecords": f.num_records})
+    action = add_action(NewFile(f.path, f.size, stats), now, data_change=True)
+    if f.deletion_vector:
+        action["add"]["deletionVector"] = f.deletion_vector.to_log()
+    return action
+
+
 def metadata_action(
     table: DeltaTable, configuration: Mapping[str, str], schema: str | None = None
 ) -> dict[str, Any]:
@@ -222,5 +232,11 @@ def metadata_action(
     }
 
 
-def txn_action(app_id: str, now: int) -> dict[str, Any]:
-    return {"txn": {"appId": app_id, "version": 1, "lastUpdated": now}}
+# The app transaction version of a committed batch, and of one a restore undid (the Delta
+# protocol keeps an app id's latest version; it has no way to take one out).
+BATCH_COMMITTED = 1
+BATCH_UNDONE = 0
+
+
+def txn_action(app_id: str, now: int, version: int = BATCH_COMMITTED) -> dict[str, Any]:
+    return {"txn": {"appId": app_id, "version": version, "lastUpdated": now}}

@@ -12,7 +12,8 @@ version after the snapshot the writer read, in ONE loop for every writer:
    conditional put): an add with a deletion vector (a MERGE_ON_READ run), change data
    files (`cdc` actions: a table with Delta's change data feed), any commit to a table
    with the typeWidening feature (delta-rs refuses to write one), a new
-   configuration together with files (an expansion), `dataChange: false` (a compaction).
+   configuration together with files (an expansion), `dataChange: false` (a compaction),
+   files of an older version added back as it logged them (a restore).
    Either way the publication fails when another writer took that version. Entries the
    runner writes are checkpointed every 100 versions, as delta-rs checkpoints its own.
 2. **Version taken.** The table is reloaded and the writer's conflict rule compares it
@@ -29,8 +30,9 @@ version after the snapshot the writer read, in ONE loop for every writer:
 
 The rules: `RunRule` (settings, checkpoint guard, batch id, buckets), `ExpansionRule`
 (settings or schema, the files of the regrown partitions or split buckets), `CompactionRule`
-(settings, buckets). delta-rs refuses a commit with removes whenever another writer removed any file
-since the read, even in other buckets; the rules are why such a refusal is usually just a
+(settings, buckets), `RewriteRule` (no other commit at all: a schema rewrite, a restore).
+delta-rs refuses a commit with removes whenever another writer removed any file since the
+read, even in other buckets; the rules are why such a refusal is usually just a
 reason to commit again.
 """
 
@@ -52,6 +54,7 @@ from deltalake.transaction import Transaction as AppTransaction
 
 from runner.delta.directory import require_files
 from runner.delta.log_entry import (
+    BATCH_UNDONE,
     CHECKPOINT_INTERVAL,
     NewDeletionVector,
     NewFile,
@@ -63,6 +66,7 @@ from runner.delta.log_entry import (
     publish,
     re_add_action,
     remove_action,
+    restored_add_action,
     txn_action,
 )
 from runner.delta.snapshot import DataFile, Group, TableSnapshot, open_table
@@ -92,6 +96,10 @@ class Commit:
     protocol: Mapping[str, Any] | None = None  # a new protocol action (features it needs)
     app_id: str | None = None  # a Delta app transaction (`txn`): this batch is committed
     data_change: bool = True  # False: no row changed (expansion, compaction)
+    # a restore: files of an older version added back as it logged them (stats, deletion
+    # vector), and app transactions set back (BATCH_UNDONE: a batch it took out)
+    restored: tuple[DataFile, ...] = ()
+    transactions: tuple[tuple[str, int], ...] = ()
 
     @property
     def read(self) -> list[DataFile]:
@@ -100,10 +108,13 @@ class Commit:
 
     @property
     def new_paths(self) -> list[str]:
-        """Its new files: data files and deletion vector files."""
-        dvs = (d.deletion_vector.relative_path for d in self.deletion_vectors)
-        files = [*self.added, *self.change_files]
-        return [*(f.path for f in files), *filter(None, dvs)]
+        """The files its version names anew: data files and deletion vector files (a
+        restore's files added back included)."""
+        dvs = [d.deletion_vector for d in self.deletion_vectors]
+        dvs += [f.deletion_vector for f in self.restored if f.deletion_vector]
+        paths = [f.path for f in (*self.added, *self.change_files)]
+        paths += [f.path for f in self.restored]
+        return [*paths, *filter(None, (d.relative_path for d in dvs))]
 
 
 class BucketClash(CommitConflictError):
@@ -232,7 +243,7 @@ class RunRule:
         problem = self.still_valid(latest) if self.still_valid else None
         if problem:
             return CommitConflictError(problem)
-        if changes.app_id and latest.table.transaction_version(changes.app_id) is not None:
+        if changes.app_id and batch_committed(latest.table, changes.app_id):
             return CommitConflictError(
                 f"batch {changes.app_id} was committed by another run meanwhile (version "
                 f"{latest.version}); nothing of this run was committed"
@@ -246,6 +257,12 @@ class RunRule:
                 "by other writers; nothing was committed: run the pipeline again"
             )
         return None
+
+
+def batch_committed(table: DeltaTable, app_id: str) -> bool:
+    """The batch of `app_id` is committed to `table`: its app transaction is there and no
+    restore undid it since."""
+    return table.transaction_version(app_id) not in (None, BATCH_UNDONE)
 
 
 def _columns_changed(read: TableSnapshot, latest: TableSnapshot) -> list[str]:
@@ -338,6 +355,8 @@ def _publish(snapshot: TableSnapshot, changes: Commit) -> int:
         changes.configuration is None
         and changes.data_change
         and not changes.change_files
+        and not changes.restored
+        and not changes.transactions
         and not snapshot.has_deletion_vectors
         and not snapshot.has_type_widening
     ):
@@ -397,6 +416,7 @@ def _entry(snapshot: TableSnapshot, changes: Commit) -> list[dict[str, Any]]:
     actions = [commit_info(changes.operation, dict(changes.metadata), now)]
     if changes.app_id:
         actions.append(txn_action(changes.app_id, now))
+    actions += [txn_action(app_id, now, version) for app_id, version in changes.transactions]
     if changes.protocol is not None:
         actions.append({"protocol": dict(changes.protocol)})
     if changes.configuration is not None:
@@ -405,5 +425,6 @@ def _entry(snapshot: TableSnapshot, changes: Commit) -> list[dict[str, Any]]:
         actions += [remove_action(update.file, now, data_change=True), re_add_action(update, now)]
     actions += [remove_action(f, now, changes.data_change) for f in changes.removed]
     actions += [add_action(f, now, changes.data_change) for f in changes.added]
+    actions += [restored_add_action(f, now) for f in changes.restored]
     actions += [cdc_action(f) for f in changes.change_files]
     return actions

@@ -1,5 +1,6 @@
-"""The run history: one record per run, expansion, compaction and clean of a pipeline, in an
-append-only Delta table beside the target (never in it), that any Delta reader can query.
+"""The run history: one record per run, expansion, compaction, clean and restore of a
+pipeline, in an append-only Delta table beside the target (never in it), that any Delta
+reader can query.
 
 Committed runs also carry their figures in the target's own commits; the history is what
 keeps the others too: nothing new, already committed, failed (error class, one line, the
@@ -172,7 +173,12 @@ def interrupted(spec: PipelineSpec, path: str, spec_hash: str, now: dt.datetime)
     ]
 
 
-_KINDS: dict[str, Kind] = {"run": "run", "expansion": "expansion", "compaction": "compaction"}
+_KINDS: dict[str, Kind] = {
+    "run": "run",
+    "expansion": "expansion",
+    "compaction": "compaction",
+    "restore": "restore",
+}
 LOOK_BACK = 100  # commits searched for a killed writer's instant
 
 

@@ -175,7 +175,7 @@ class LineageJob:
 
     namespace: str
     name: str
-    kind: str  # run, expansion, compaction, clean
+    kind: str  # run, expansion, compaction, clean, restore
     description: str | None = None
     parent: Parent | None = None
     root: Parent | None = None

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from runner.services.clean import CleanSummary
     from runner.services.compact import CompactSummary
     from runner.services.expand import ExpandSummary
+    from runner.services.restore import RestoreSummary
 
 log = structlog.get_logger(__name__)
 
@@ -81,7 +82,8 @@ class Observer:
     def service(
         self, kind: Kind, work: Callable[[], T], figures: Callable[[T], dict[str, Any]]
     ) -> T:
-        """An expansion, compaction or clean, recorded with the figures its summary gives."""
+        """An expansion, compaction, clean or restore, recorded with the figures its
+        summary gives."""
         started = now()
         run_id = self._start()
         self._before(started)
@@ -191,3 +193,15 @@ def compaction_figures(done: CompactSummary | ExpandSummary) -> dict[str, Any]:
 
 def clean_figures(done: CleanSummary) -> dict[str, Any]:
     return {"outcome": "done" if done.files else "nothing_to_do", "files_removed": len(done.files)}
+
+
+def restore_figures(done: RestoreSummary) -> dict[str, Any]:
+    """A restore's figures: the files it took out and added back, its instant."""
+    return {
+        "outcome": "committed" if done.version is not None else "nothing_to_do",
+        "version": done.version,
+        "instant": done.instant,
+        "files_added": done.files_added,
+        "files_removed": done.files_removed,
+        "bytes_written": done.change_bytes,
+    }

@@ -1,5 +1,5 @@
-"""The record a run, expansion, compaction or clean leaves: what the history keeps, what the
-metrics and the lineage events are made from.
+"""The record a run, expansion, compaction, clean or restore leaves: what the history keeps,
+what the metrics and the lineage events are made from.
 
 One frozen value per piece of work, built once when it ends (or, for a run that was killed,
 by the next one that finds its heartbeat): from the run summary of a run that finished,
@@ -17,7 +17,7 @@ from typing import Any, Literal, get_args
 from runner.spec.secrets import scrub
 from runner.summary import RunSummary
 
-Kind = Literal["run", "expansion", "compaction", "clean"]
+Kind = Literal["run", "expansion", "compaction", "clean", "restore"]
 # committed: a new table version; done: a clean that removed files (it commits nothing);
 # nothing_new: no source had anything new (no commit, or only
 # the chosen checkpoints); nothing_to_do: the batch changed no row, or a service found no

@@ -10,6 +10,7 @@ from runner.delta.directory import check_new_table_location
 from runner.delta.log_entry import check_log_writable
 from runner.delta.snapshot import TableSnapshot, open_table
 from runner.delta.table_config import check_table_settings
+from runner.delta.transaction import batch_committed
 from runner.pipeline.context import RunContext
 from runner.services.expand import check_automatic_expansion
 from runner.storage.location import locate
@@ -42,7 +43,7 @@ def preflight(ctx: RunContext) -> Preflight:
         return Preflight(None, already_committed=False)
     check_table_settings(ctx.spec.file, target, snapshot)
     app_id = ctx.app_id
-    if app_id and snapshot.table.transaction_version(app_id) is not None:
+    if app_id and batch_committed(snapshot.table, app_id):
         log.info("batch_already_committed", batch_id=ctx.options.batch_id)
         return Preflight(snapshot, already_committed=True)
     return Preflight(snapshot, already_committed=False)

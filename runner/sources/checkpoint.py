@@ -11,6 +11,11 @@ whose checkpoints the table holds: a chained `delta` source handing deletes on (
 read of its table in full misses every key deleted there since the target's rows came from
 it) and a Kafka source at `starting_offsets: latest` (the records since then are skipped).
 Elsewhere the summary says what is read again.
+
+A restore (runner/services/restore.py) sets the table back to an older version, and every
+pipeline's checkpoints with it: its commit records `{pipeline: checkpoints}` as of that
+version (null for a pipeline that had committed none then, which starts anew), and a
+pipeline's latest commit is then that restore, when it names the pipeline.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ log = structlog.get_logger(__name__)
 
 # The commit metadata field (under "runner") that holds the checkpoints.
 FIELD = "checkpoint"
+# A restore's field: every pipeline's checkpoints as of the version it restored.
+RESTORED = "restored_checkpoints"
 # How many commits to look through at first; most tables find theirs in the last few.
 _FIRST_LOOK = 50
 
@@ -95,25 +102,56 @@ def last_checkpoints(
 
 def _first_with_checkpoints(
     history: list[dict[str, Any]], pipeline: str
-) -> tuple[dict[str, Any], int] | None:
+) -> tuple[dict[str, Any], int | None] | None:
+    """The checkpoints of the newest commit of `history` that sets `pipeline`'s, and its
+    version; ({}, None) when that is a restore to before the pipeline's first checkpoints;
+    None when no commit does."""
     for commit in history:  # newest first
         meta = commit.get("runner")
-        if isinstance(meta, dict) and meta.get("pipeline") == pipeline and FIELD in meta:
+        if not isinstance(meta, dict):
+            continue
+        if meta.get("pipeline") == pipeline and FIELD in meta:
             return dict(meta[FIELD]), commit["version"]
+        restored = meta.get(RESTORED)
+        if isinstance(restored, dict) and pipeline in restored:
+            points = restored[pipeline]
+            return (dict(points), commit["version"]) if points is not None else ({}, None)
     return None
 
 
 def other_pipelines(snapshot: TableSnapshot, pipeline: str) -> list[OtherPipeline]:
-    """The latest checkpoints of each pipeline but `pipeline` in the table, newest first."""
-    found: dict[str, OtherPipeline] = {}
-    for commit in snapshot.table.history():  # newest first
+    """The latest checkpoints of each pipeline but `pipeline` in the table (those a restore
+    set back included), newest first."""
+    history = snapshot.table.history()
+    found = []
+    for name in sorted(_pipelines(history) - {pipeline}):
+        points = _first_with_checkpoints(history, name)
+        if points is not None and points[1] is not None:
+            found.append(OtherPipeline(name, points[1], points[0]))
+    return sorted(found, key=lambda other: -other.version)
+
+
+def checkpoints_as_of(snapshot: TableSnapshot, version: int) -> dict[str, dict[str, Any] | None]:
+    """Every pipeline that recorded checkpoints in the table's history: its checkpoints as
+    of `version` (None: it had recorded none by then)."""
+    history = snapshot.table.history()
+    then = [c for c in history if c["version"] <= version]
+    found = {p: _first_with_checkpoints(then, p) for p in sorted(_pipelines(history))}
+    return {
+        p: points[0] if points and points[1] is not None else None for p, points in found.items()
+    }
+
+
+def _pipelines(history: list[dict[str, Any]]) -> set[str]:
+    """The pipelines that recorded checkpoints in `history`, or that a restore named."""
+    pipelines = set()
+    for commit in history:
         meta = commit.get("runner")
-        if not isinstance(meta, dict) or FIELD not in meta:
-            continue
-        name = meta.get("pipeline")
-        if isinstance(name, str) and name != pipeline and name not in found:
-            found[name] = OtherPipeline(name, commit["version"], dict(meta[FIELD] or {}))
-    return list(found.values())
+        if isinstance(meta, dict) and FIELD in meta and isinstance(meta.get("pipeline"), str):
+            pipelines.add(meta["pipeline"])
+        elif isinstance(meta, dict) and isinstance(meta.get(RESTORED), dict):
+            pipelines.update(meta[RESTORED])
+    return pipelines
 
 
 def starting_points(

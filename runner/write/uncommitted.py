@@ -31,10 +31,12 @@ log = structlog.get_logger(__name__)
 CLOCK_SLACK_MS = 10 * 60 * 1000
 
 
-def remove_uncommitted(spark: SparkSession, table: TableLocation, instant: str) -> None:
-    """Wait for the failed job's other tasks, then remove every file of `instant`, unless
-    the commit went through (a failure after it must not touch committed files)."""
-    _wait_for_running_tasks(spark)
+def remove_uncommitted(spark: SparkSession | None, table: TableLocation, instant: str) -> None:
+    """Wait for the failed job's other tasks (if a Spark job wrote), then remove every file
+    of `instant`, unless the commit went through (a failure after it must not touch
+    committed files)."""
+    if spark is not None:
+        _wait_for_running_tasks(spark)
     if _committed(table, instant):
         log.warning("failed_after_commit", instant=instant)
         return

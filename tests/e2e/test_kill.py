@@ -22,7 +22,7 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 
-from tests.helpers import live_paths
+from tests.helpers import live_paths, log_actions
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = [sys.executable, "-m", "runner"]
@@ -257,3 +257,44 @@ def test_sigkill_after_change_data_files_leaves_none_referenced(tmp_path):
     kept = set((table / "_change_data").rglob("*.parquet"))
     assert kept and not kept & left  # the killed runs' went, the committed ones stay
     assert pa.table(DeltaTable(str(table)).load_cdf(starting_version=2).read_all()).num_rows == 8
+
+    # the corrections were a bad batch: a restore killed at each of its points leaves the
+    # table as it was; then `runner restore` as a user runs it sets version 1 back
+    v1 = _content_at(table, 1)
+    now = _content(table)
+    for point in ("after_change_file", "before_commit", "log_entry_written"):
+        _kill_at(tmp_path, point, "restore", "pipelines/quickstart.yaml", "--to", "1")
+        assert DeltaTable(str(table)).version() == 2, point
+        pd.testing.assert_frame_equal(_content(table), now)
+    refused = _runner(tmp_path, "restore", "pipelines/quickstart.yaml", "--to", "9")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines()[-1].startswith("error: --to 9:")
+    planned = _runner(tmp_path, "restore", "pipelines/quickstart.yaml", "--to", "1", "--dry-run")
+    assert planned.returncode == 0, planned.stderr
+    assert "would restore version 1 (now version 2)" in planned.stdout
+    assert DeltaTable(str(table)).version() == 2
+    done = _runner(tmp_path, "restore", "pipelines/quickstart.yaml", "--to", "1")
+    assert done.returncode == 0, done.stderr
+    assert "restored version 1 as version 3" in done.stdout
+    assert "change feed  5 change data file(s)" in done.stdout
+    pd.testing.assert_frame_equal(_content(table), v1)
+    # its undo in the feed: what version 2 inserted is deleted and the other way round
+    undo = pa.table(DeltaTable(str(table)).load_cdf(starting_version=3).read_all())
+    assert sorted(str(k) for k in undo.column("_change_type").to_pylist()) == kinds
+    referenced = {a["cdc"]["path"] for a in log_actions(table, 3) if "cdc" in a}
+    on_disk = {str(p.relative_to(table)) for p in (table / "_change_data").rglob("*.parquet")}
+    committed = {str(p.relative_to(table)) for p in kept}
+    # the killed restores' (none referenced): 1 before the kill after the first, 5 each
+    assert len(on_disk - referenced - committed) == 1 + 5 + 5
+    shown = _runner(tmp_path, "history", "pipelines/quickstart.yaml", "--json", "-n", "50")
+    records = [json.loads(line) for line in shown.stdout.splitlines()][::-1]
+    assert [(r["kind"], r["outcome"]) for r in records if r["kind"] == "restore"] == [
+        *[("restore", "interrupted")] * 3,
+        ("restore", "failed"),  # refused: --to 9
+        ("restore", "committed"),
+    ]
+
+
+def _content_at(table: Path, version: int) -> pd.DataFrame:
+    frame = DeltaTable(str(table), version=version).to_pyarrow_table().to_pandas()
+    return frame[DATA].sort_values("trip_id").reset_index(drop=True)
