@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 # hadoop-aws must match Spark's Hadoop exactly; the SDK is the one hadoop-aws was built with
 # (hadoop-project's pom, aws-java-sdk-v2.version).
-SDK_FOR_HADOOP = {"3.4.1": "2.24.6"}
+SDK_FOR_HADOOP = {"3.5.0": "2.35.4"}
 S3A = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 FETCH_COMMAND = "runner fetch-jars"
 
