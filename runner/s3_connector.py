@@ -93,7 +93,7 @@ def missing(needed_by: str) -> EnvironmentProblem:
     return EnvironmentProblem(
         f"{needed_by}: Spark reads S3 through Hadoop's S3 connector ({describe()}), which "
         f"is neither among pyspark's jars nor in {cache_dir()}. Run `{FETCH_COMMAND}` once "
-        "(it copies them from Maven Central, about 550 MB, and needs `mvn`); for the image, "
+        "(it copies them from Maven Central, about 650 MB, and needs `mvn`); for the image, "
         "`runner fetch-jars --into docker/jars` before `docker build`"
     )
 

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING
@@ -104,6 +105,9 @@ def spark_session(
         raise EnvironmentProblem(problem)
     from pyspark.sql import SparkSession
 
+    # pyspark 4.2's first Py4J call imports pyspark.testing, which warns that pandas 3 is not
+    # fully supported: the runner hands Spark Arrow, never pandas (the suite runs on pandas 3)
+    warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
     conf = resolve(dict(settings.conf), where="spark.conf")
     builder = SparkSession.builder.appName(f"runner:{app_name}")
     if under_spark_submit():

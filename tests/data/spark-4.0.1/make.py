@@ -1,8 +1,9 @@
 """Makes this directory's table with the runner of the interpreter that runs it: a load,
 then an upsert (deletion vectors). Its inputs are made here too, and the tests' own upsert.
 
-Made with pyspark 4.0.1 at the runner's commit 1aba17f (the last on that line), from the
-repository root, with a venv of that commit: `RUNNER_JAVA_CDS=0 python tests/data/spark-4.0.1/make.py`.
+Made with pyspark 4.0.1 by the runner of commit 1aba17f (the last on that line), run by a
+venv of that commit from outside the checkout, so that the venv's runner is the one imported:
+`cd /tmp && RUNNER_JAVA_CDS=0 VENV/bin/python CHECKOUT/tests/data/spark-4.0.1/make.py`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ def rows(ids: range, version: int) -> pa.Table:
             "price": pa.array(
                 [decimal.Decimal(i * 37 % 100000) / 100 for i in ids], pa.decimal128(10, 2)
             ),
-            "ts": pa.array([base - dt.timedelta(seconds=i * 3607.25) for i in ids], pa.timestamp("us", "UTC")),
+            "ts": pa.array(
+                [base - dt.timedelta(seconds=i * 3607.25) for i in ids], pa.timestamp("us", "UTC")
+            ),
             "day": [dt.date(1969, 12, 31) + dt.timedelta(days=i * 11) for i in ids],
             "flag": [i % 3 == 0 for i in ids],
             "city": [CITIES[i % len(CITIES)] for i in ids],
