@@ -1,6 +1,6 @@
 """The side environment of bench/hudi.py: pyspark 3.5 and Hudi's Spark bundle, made once.
 
-Hudi 1.1.1's Spark bundle runs on Spark 3.5, the runner on Spark 4.0, so the two cannot
+Hudi 1.1.1's Spark bundle runs on Spark 3.5, the runner on Spark 4.2, so the two cannot
 share a JVM or a virtualenv. `side_environment()` returns the bench's own second
 environment, cached under ~/.cache/runner/bench-hudi/ ($RUNNER_BENCH_HUDI_CACHE or
 $XDG_CACHE_HOME moves it) and made

@@ -32,8 +32,11 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 # hadoop-aws must match Spark's Hadoop exactly; the SDK is the one hadoop-aws was built with
-# (hadoop-project's pom, aws-java-sdk-v2.version).
-SDK_FOR_HADOOP = {"3.4.1": "2.24.6"}
+# (hadoop-project's pom, aws-java-sdk-v2.version), and so is Amazon's Analytics Accelerator
+# Library, which S3A loads as it opens a file system since Hadoop 3.4.2
+# (amazon-s3-analyticsaccelerator-s3.version).
+SDK_FOR_HADOOP = {"3.5.0": "2.35.4"}
+ACCELERATOR_FOR_HADOOP = {"3.5.0": "1.3.1"}
 S3A = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 FETCH_COMMAND = "runner fetch-jars"
 
@@ -53,23 +56,25 @@ def hadoop_version() -> str:
     raise EnvironmentProblem(f"no hadoop-client-api jar in {spark_jar_dir()}: a broken pyspark?")
 
 
-def coordinates() -> tuple[str, str]:
+def coordinates() -> tuple[str, str, str]:
     hadoop = hadoop_version()
     sdk = SDK_FOR_HADOOP.get(hadoop)
     if sdk is None:
         raise EnvironmentProblem(
             f"pyspark's Hadoop is {hadoop}, and the runner knows the AWS SDK for Hadoop "
             f"{', '.join(SDK_FOR_HADOOP)} only: put hadoop-aws-{hadoop}.jar and the AWS SDK "
-            "bundle it names in its pom into pyspark's jars/ directory"
+            "bundle and analyticsaccelerator-s3 its pom names into pyspark's jars/ directory"
         )
     return (
         f"org.apache.hadoop:hadoop-aws:{hadoop}",
         f"software.amazon.awssdk:bundle:{sdk}",
+        "software.amazon.s3.analyticsaccelerator:analyticsaccelerator-s3:"
+        + ACCELERATOR_FOR_HADOOP[hadoop],
     )
 
 
 def describe() -> str:
-    aws, sdk = coordinates()
+    aws, sdk, _ = coordinates()
     return f"hadoop-aws {aws.rsplit(':', 1)[1]} with the AWS SDK bundle {sdk.rsplit(':', 1)[1]}"
 
 
@@ -93,7 +98,7 @@ def missing(needed_by: str) -> EnvironmentProblem:
     return EnvironmentProblem(
         f"{needed_by}: Spark reads S3 through Hadoop's S3 connector ({describe()}), which "
         f"is neither among pyspark's jars nor in {cache_dir()}. Run `{FETCH_COMMAND}` once "
-        "(it copies them from Maven Central, about 550 MB, and needs `mvn`); for the image, "
+        "(it copies them from Maven Central, about 650 MB, and needs `mvn`); for the image, "
         "`runner fetch-jars --into docker/jars` before `docker build`"
     )
 

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING
@@ -35,6 +36,9 @@ SMALL_INPUT_BYTES = 32 * 2**20
 # overhead.
 ARROW_BATCH_ROWS_SETTING = "spark.sql.execution.arrow.maxRecordsPerBatch"
 ARROW_BATCH_ROWS = 100_000
+# The pyspark the runner installs with (pyproject.toml pins it): keys and buckets, the Arrow
+# conversions, and the connectors' and Delta's jars are tested on its Spark line alone.
+PYSPARK_VERSION = "4.2.0"
 JAVA_HELP = (
     "Spark needs Java {min} or newer. Install it (Debian/Ubuntu: "
     "`apt-get install -y openjdk-17-jre-headless`) or point JAVA_HOME at one."
@@ -66,6 +70,20 @@ def java_problem() -> str | None:
     return None
 
 
+def pyspark_problem() -> str | None:
+    """Why this pyspark is not the Spark line the runner runs on, or None."""
+    import pyspark
+
+    found, line = pyspark.__version__, ".".join(PYSPARK_VERSION.split(".")[:2])
+    if found.split(".")[:2] == line.split("."):
+        return None
+    return (
+        f"pyspark is {found}, and the runner runs on Spark {line} only (it installs with "
+        f"pyspark {PYSPARK_VERSION}): `pip install pyspark=={PYSPARK_VERSION}`, or for a "
+        "cluster an image built from the runner's Dockerfile"
+    )
+
+
 def spark_session(
     settings: SparkSettings,
     app_name: str,
@@ -82,12 +100,14 @@ def spark_session(
     Under spark-submit, master and every conf that spark-submit set win (jars included: the
     image has them); the spec only fills in SQL settings left unset.
     """
-    if not under_spark_submit():
-        problem = java_problem()
-        if problem:
-            raise EnvironmentProblem(problem)
+    problem = pyspark_problem() or (None if under_spark_submit() else java_problem())
+    if problem:
+        raise EnvironmentProblem(problem)
     from pyspark.sql import SparkSession
 
+    # pyspark 4.2's first Py4J call imports pyspark.testing, which warns that pandas 3 is not
+    # fully supported: the runner hands Spark Arrow, never pandas (the suite runs on pandas 3)
+    warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
     conf = resolve(dict(settings.conf), where="spark.conf")
     builder = SparkSession.builder.appName(f"runner:{app_name}")
     if under_spark_submit():

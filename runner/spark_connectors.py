@@ -24,11 +24,16 @@ from runner.maven import cache_root, complete, copy_into, ensure_jars
 from runner.s3_connector import spark_jar_dir
 from runner.spec.model import Source
 
-# The connector versions for each pyspark version. Spark 4.0.1's Kafka token provider is
-# not on Maven Central, so its Kafka connector is 4.0.0's, built for the same Spark line.
+# The connector versions for each pyspark version the runner installs with (pyproject.toml),
+# and the kafka-clients and commons-pool2 its Kafka connector was built with (spark-parent's
+# pom).
 _VERSIONS = {
-    "4.0.1": {"kafka": "4.0.0", "kafka-clients": "3.9.0", "avro": "4.0.1"},
-    "4.0.0": {"kafka": "4.0.0", "kafka-clients": "3.9.0", "avro": "4.0.0"},
+    "4.2.0": {
+        "kafka": "4.2.0",
+        "kafka-clients": "3.9.2",
+        "commons-pool2": "2.13.1",
+        "avro": "4.2.0",
+    },
 }
 FETCH_COMMAND = "runner fetch-jars"
 
@@ -101,7 +106,7 @@ def kafka() -> Connector:
             f"org.apache.spark:spark-sql-kafka-0-10_2.13:{v['kafka']}",
             f"org.apache.spark:spark-token-provider-kafka-0-10_2.13:{v['kafka']}",
             f"org.apache.kafka:kafka-clients:{v['kafka-clients']}",
-            "org.apache.commons:commons-pool2:2.12.0",
+            f"org.apache.commons:commons-pool2:{v['commons-pool2']}",
         ),
         marker="spark-sql-kafka-0-10_",
     )

@@ -20,11 +20,11 @@ _fork_worker = daemon.worker
 
 def _worker(sock: socket.socket, authenticated: bool) -> int:
     try:
-        return int(_fork_worker(sock, authenticated))  # type: ignore[no-untyped-call]
+        return int(_fork_worker(sock, authenticated))
     except (EOFError, ConnectionError):  # the JVM closed the socket before the task began
         return 1
 
 
 if __name__ == "__main__":
     daemon.worker = _worker  # the daemon's manager looks it up here for each fork
-    daemon.manager()  # type: ignore[no-untyped-call]
+    daemon.manager()

@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyspark
 import pytest
 
 from runner.errors import EnvironmentProblem
@@ -29,13 +30,15 @@ from runner.maven import cache_root, ensure_jars
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-# Delta 4.0.x is the line for Spark 4.0.x (Delta 4.0.1 is built against Spark 4.0.1, the
-# pyspark this project pins); Scala 2.13 like pyspark's own jars. delta-spark's other runtime
+# delta-spark 4.4.0 accepts pyspark 4.0.1 to 4.2.0; since Delta 4.1.0 its jars carry the Spark
+# line they were built for (delta-spark_4.2_2.13), and they need delta-storage and Delta
+# Kernel's jars besides. Scala 2.13 like pyspark's own jars; delta-spark's other runtime
 # dependencies (scala-library, antlr4-runtime 4.13.1) ship with pyspark.
-DELTA_VERSION = "4.0.1"
+DELTA_VERSION = "4.4.0"
 SCALA_VERSION = "2.13"
+SPARK_LINE = ".".join(pyspark.__version__.split(".")[:2])
 ARTIFACTS = (
-    f"io.delta:delta-spark_{SCALA_VERSION}:{DELTA_VERSION}",
+    f"io.delta:delta-spark_{SPARK_LINE}_{SCALA_VERSION}:{DELTA_VERSION}",
     f"io.delta:delta-storage:{DELTA_VERSION}",
 )
 EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
@@ -54,7 +57,7 @@ SPARK_CONF = {
 
 
 def jar_dir() -> Path:
-    return cache_root() / f"delta-{DELTA_VERSION}_{SCALA_VERSION}"
+    return cache_root() / f"delta-{DELTA_VERSION}_{SPARK_LINE}_{SCALA_VERSION}"
 
 
 @functools.cache

@@ -105,7 +105,7 @@ def fetch_jars(into: str | None, names: tuple[str, ...], check: bool) -> None:
     """Fetch Spark's connectors from Maven Central: S3 (hadoop-aws and its AWS SDK bundle),
     Kafka (spark-sql-kafka-0-10 and kafka-clients) and Avro (spark-avro).
 
-    Spark needs S3's to read sources on s3:// and to expand tables there (about 550 MB),
+    Spark needs S3's to read sources on s3:// and to expand tables there (about 650 MB),
     Kafka's for kafka sources and Avro's for their Avro values (a few MB; a run fetches
     these two itself when missing). The jars go into the jar cache (~/.cache/runner/jars;
     RUNNER_JAR_CACHE moves it), where every later run finds them. Needs `mvn`. An image
@@ -128,7 +128,7 @@ def _fetch_connector(name: str, into: Path | None, check: bool) -> str | None:
     if name == "s3":
         what = s3_connector.describe()
         on_classpath, found = s3_connector.on_spark_classpath(), s3_connector.connector_jars()
-        size = " (about 550 MB)"
+        size = " (about 650 MB)"
     else:
         connector = spark_connectors.kafka() if name == "kafka" else spark_connectors.avro()
         what, on_classpath, found = (

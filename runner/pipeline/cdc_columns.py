@@ -27,7 +27,7 @@ def check_feed_columns(schema: StructType, target: Target) -> None:
     names = schema.fieldNames()
     sequence = schema[cdc.sequence_by].dataType  # in the batch: checked as the precombine field
     try:
-        arrow = to_arrow_type(sequence, timestamp_utc=True)
+        arrow = to_arrow_type(sequence, timezone="UTC")
     except TypeError:  # a type Arrow has no match for
         arrow = pa.null()
     if not orderable(arrow) or isinstance(sequence, BooleanType):

@@ -182,7 +182,7 @@ def why_not_on_driver(
     if dedupes(target) and pre and pre in batch.names:
         spark_type = batch[pre].dataType
         try:
-            arrow_type = to_arrow_type(spark_type, timestamp_utc=True)
+            arrow_type = to_arrow_type(spark_type, timezone="UTC")
         except TypeError:  # a type Arrow has no match for
             arrow_type = pa.null()
         if not orderable(arrow_type):

@@ -12,7 +12,7 @@ elides nothing (no `…` line), every line the command printed on stdout must be
 README too, so a new output line fails the test until the README shows it.
 
 Not run: `docker` and `chmod` (tests/e2e/test_image.py builds and runs the image with a
-Docker engine of its own) and `runner fetch-jars` (a 550 MB Maven download). The tour's
+Docker engine of its own) and `runner fetch-jars` (a 650 MB Maven download). The tour's
 first steps (validate, keys) do not touch the table, so running them before the quickstart
 run, in the README's order, is the state of a user who ran `./dev quickstart` first.
 """

@@ -382,7 +382,7 @@ def test_without_the_connector_spark_reads_of_s3_say_how_to_get_it(
     expanded = CliRunner().invoke(cli, ["expand", spec_file, "--buckets", "8"])
     said = str(expanded.exception)  # main() prints it: `failed: ...`, exit 1
     assert isinstance(expanded.exception, EnvironmentProblem)
-    assert "hadoop-aws 3.4.1" in said and "`runner fetch-jars`" in said
+    assert "hadoop-aws 3.5.0" in said and "`runner fetch-jars`" in said
     assert f"bucket expansion of {TABLE}" in said
     source = {"name": "src", "format": "parquet", "path": f"s3://{BUCKET}/landing/none"}
     other = write_spec(tmp_path, _upsert_target(str(tmp_path / "t")), sources=[source])

@@ -13,9 +13,13 @@ from runner.errors import EnvironmentProblem
 
 def test_the_versions_follow_pysparks_hadoop():
     hadoop = s3_connector.hadoop_version()
-    aws, sdk = s3_connector.coordinates()
+    aws, sdk, accelerator = s3_connector.coordinates()
     assert aws == f"org.apache.hadoop:hadoop-aws:{hadoop}"
     assert sdk == f"software.amazon.awssdk:bundle:{s3_connector.SDK_FOR_HADOOP[hadoop]}"
+    version = s3_connector.ACCELERATOR_FOR_HADOOP[hadoop]
+    assert (
+        accelerator == f"software.amazon.s3.analyticsaccelerator:analyticsaccelerator-s3:{version}"
+    )
 
 
 def test_keys_endpoint_and_region_become_s3a_settings():
@@ -90,8 +94,9 @@ def test_fetch_into_copies_the_cached_jars_for_an_image_build(tmp_path, monkeypa
     monkeypatch.setattr("shutil.which", lambda _: None)  # no mvn: it must not be needed
     copied = s3_connector.fetch(tmp_path / "docker" / "jars")
     assert sorted(p.rsplit("/", 1)[1] for p in copied) == [
-        "bundle-2.24.6.jar",
-        "hadoop-aws-3.4.1.jar",
+        "analyticsaccelerator-s3-1.3.1.jar",
+        "bundle-2.35.4.jar",
+        "hadoop-aws-3.5.0.jar",
     ]
     for path in copied:
         assert Path(path).read_bytes() == (cached / Path(path).name).read_bytes()
@@ -117,7 +122,7 @@ def test_fetch_jars_check_names_each_connector_and_how_to_fetch_it(tmp_path, mon
         cli, ["fetch-jars", "--check", "--connector", "kafka", "--connector", "avro"]
     )
     assert result.exit_code != 0
-    assert "Spark's Avro connector (spark-avro_2.13:4.0.1): " + str(avro.cache_dir) in result.stdout
+    assert "Spark's Avro connector (spark-avro_2.13:4.2.0): " + str(avro.cache_dir) in result.stdout
     problem = str(result.exception)  # the CLI prints it as its one error line
     assert problem.startswith("Spark's Kafka connector")
     assert problem.endswith("not fetched yet; run `runner fetch-jars --connector kafka`")
