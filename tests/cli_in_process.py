@@ -48,6 +48,16 @@ def shared_session(monkeypatch: pytest.MonkeyPatch, spark: object) -> None:
         monkeypatch.setattr(f"{module}.spark_session", lambda *args, **kwargs: spark)
 
 
+def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An in-process command that starts Spark fails (exit 1, "the command started Spark")."""
+
+    def started(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the command started Spark")
+
+    for module in SESSION_USERS:
+        monkeypatch.setattr(f"{module}.spark_session", started)
+
+
 def run_cli(*args: str, env: Mapping[str, str] | None = None) -> Done:
     """`runner ARGS` through the CLI's own error handling, `env` set for the command only."""
     from runner.cli.main import _exit_code, _main
