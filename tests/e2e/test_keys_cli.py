@@ -103,21 +103,16 @@ def test_keys_with_bad_properties_exits_2_before_starting_spark(tmp_path, monkey
     assert "-p: required" in done.stderr and "output.dateformat" in done.stderr, done.stderr
 
 
-def test_read_key_returns_the_rows_of_a_key_with_no_jvm(tmp_path):
+def test_read_key_returns_the_rows_of_a_key_with_no_jvm(tmp_path, spark, monkeypatch):
     """`runner read --key` fetches a key's row back from the files of its bucket whose key
-    range holds it, with no Java on the PATH at all."""
+    range holds it, in a process with no Java on the PATH at all."""
     shutil.copytree(
         ROOT / "pipelines", tmp_path / "pipelines", ignore=shutil.ignore_patterns("warehouse")
     )
-    runner = [sys.executable, "-m", "runner"]
-    ran = subprocess.run(
-        [*runner, "pipelines/quickstart.yaml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    shared_session(monkeypatch, spark)
+    ran = run_cli(str(tmp_path / "pipelines" / "quickstart.yaml"))
     assert ran.returncode == 0, ran.stderr
+    runner = [sys.executable, "-m", "runner"]
     table = tmp_path / "pipelines" / "warehouse" / "trips"
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
     env["PATH"] = str(Path(sys.executable).parent)  # no java on it: a JVM could not start
