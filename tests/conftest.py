@@ -26,12 +26,13 @@ SESSION_GROUP = "spark-session"
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group marks
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    grouped = config.pluginmanager.has_plugin("xdist")  # not under `-p no:xdist`
     for item in items:
         folder = item.path.parent.name
         if folder in FOLDER_MARKERS:
             item.add_marker(FOLDER_MARKERS[folder])
-        if "spark" in getattr(item, "fixturenames", ()):
+        if grouped and "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group(SESSION_GROUP))
 
 

@@ -3,6 +3,12 @@
 Each case gets one error line that says what is wrong (no JVM stack trace), the exit code
 the README documents (2: fix the spec, input or table settings; 1: the run failed), and
 leaves the table and every other file as they were, byte for byte.
+
+The cases run in this process, through the CLI's own error handling and on the shared
+session (tests/cli_in_process.py): a process each would start a JVM each. A subprocess runs
+where the process is the point: that a `runner` process prints the same line and exit code,
+with nothing from its JVM (test_a_process_prints_the_same_line_and_exit_code), its working
+directory, a read-only mount.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from deltalake import write_deltalake
 from runner.observe.history import read as read_history
 from runner.pipeline.run import run_pipeline
 from runner.spec import load_spec
+from tests.cli_in_process import run_cli, shared_session
 from tests.helpers import file_bytes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
@@ -69,11 +76,27 @@ def work(tmp_path_factory, spark):
     return work
 
 
-def _run(work: Path, name: str, spec: dict | str, *flags: str, env: dict | None = None):
+@pytest.fixture(autouse=True)
+def in_process(monkeypatch, spark):
+    """`runner` in this process runs on the shared session."""
+    shared_session(monkeypatch, spark)
+
+
+def _run(
+    work: Path,
+    name: str,
+    spec: dict | str,
+    *flags: str,
+    env: dict | None = None,
+    process: bool = False,
+):
+    """`runner FLAGS SPEC` in this process, or in a `runner` process of its own."""
     case = work / "cases" / name
     case.mkdir(exist_ok=True)
     text = spec if isinstance(spec, str) else yaml.safe_dump(spec, sort_keys=False)
     (case / "spec.yaml").write_text(text)
+    if not process:
+        return run_cli(*flags, str(case / "spec.yaml"), env=env)
     return subprocess.run(
         [*RUNNER, *flags, str(case / "spec.yaml")],
         capture_output=True,
@@ -398,6 +421,19 @@ def test_bad_input_is_named_and_changes_nothing(work, name):
     assert after == before
 
 
+@pytest.mark.parametrize("name", ["yaml_syntax", "corrupt_parquet"])
+def test_a_process_prints_the_same_line_and_exit_code(work, name):
+    """What the cases above show in this process is what a `runner` process shows: one
+    case that stops before Spark and one whose Spark job fails in the JVM end, in a process
+    of their own, with the same first line and exit code, and no stack trace from the JVM."""
+    build, code, expected = CASES[name]
+    before = file_bytes(work / "table")
+    process = _run(work, name, build(work), process=True)
+    in_process = _run(work, name, build(work))
+    assert _check(process, code, expected) == _check(in_process, code, expected)
+    assert file_bytes(work / "table") == before
+
+
 def test_a_transform_statement_leaves_the_working_directory_alone(work, tmp_path):
     """Neither the statement's directory nor the working directory (where Spark would put
     spark-warehouse/) changes; the second statement passes sqlglot and meets Spark's parser."""
@@ -457,7 +493,7 @@ def test_a_read_only_target_fails_in_one_line(read_only):
         ['{"id": 7, "city": "b", "v": 7}'],
         "id long, city string, v long",
     )
-    done = _run(work, "read_only", _spec(source, work / "table"))
+    done = _run(work, "read_only", _spec(source, work / "table"), process=True)
     _check(done, 1, "Read-only file system")
     assert file_bytes(work / "table") == before
 
@@ -530,9 +566,7 @@ def test_a_password_written_in_the_spec_is_refused_and_never_printed(work, jdbc,
     case = work / "cases" / "jdbc_password"
     case.mkdir(exist_ok=True)
     (case / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    done = subprocess.run(
-        [*RUNNER, *command, str(case / "spec.yaml")], capture_output=True, text=True, timeout=300
-    )
+    done = run_cli(*command, str(case / "spec.yaml"))
     assert done.returncode == 2, done.stderr[-3000:]
     assert f"sources[0].{field}: " in done.stdout + done.stderr
     assert "${env:NAME}" in done.stdout + done.stderr  # what to write instead
@@ -575,12 +609,7 @@ def test_table_services_on_a_full_file_system_fail_in_one_line(work, spark, tmp_
         run_pipeline(load_spec(tmp_path / "spec.yaml"), spark=spark)
         before = file_bytes(disk)
         flags = ["--buckets", "8"] if command == "expand" else []
-        done = subprocess.run(
-            [*RUNNER, command, str(tmp_path / "spec.yaml"), *flags],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        done = run_cli(command, str(tmp_path / "spec.yaml"), *flags)
         _check(done, 1, "No space left on device")
         _assert_table_kept_and_failure_recorded(disk, before)
     finally:

@@ -1,4 +1,5 @@
-"""`runner keys` as a user runs it."""
+"""`runner keys` as a user runs it: in this process, on the shared session
+(tests/cli_in_process.py); `runner read --key` in a process with no Java to start."""
 
 from __future__ import annotations
 
@@ -12,34 +13,28 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable
 
+from tests.cli_in_process import no_spark, run_cli, shared_session
 from tests.reference import bucket_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_keys_prints_one_line_per_record_in_order(tmp_path):
+def test_keys_prints_one_line_per_record_in_order(tmp_path, spark, monkeypatch):
+    shared_session(monkeypatch, spark)
     records = tmp_path / "r.jsonl"
     records.write_text(
         '{"trip_id": 7, "city": "chicago"}\n{"trip_id": null, "city": "x"}\n'
         '{"trip_id": 8, "city": null}\n'
     )
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "runner",
-            "keys",
-            str(ROOT / "pipelines" / "quickstart.yaml"),
-            "--records",
-            str(records),
-            "--schema",
-            "trip_id long, city string",
-            "--buckets",
-            "4",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    done = run_cli(
+        "keys",
+        str(ROOT / "pipelines" / "quickstart.yaml"),
+        "--records",
+        str(records),
+        "--schema",
+        "trip_id long, city string",
+        "--buckets",
+        "4",
     )
     assert done.returncode == 0, done.stderr
     out = [json.loads(line) for line in done.stdout.splitlines()]
@@ -49,22 +44,18 @@ def test_keys_prints_one_line_per_record_in_order(tmp_path):
     assert "cannot be null or empty" in out[1]["error"]
 
 
-def test_keys_with_a_bad_spec_exits_2(tmp_path):
+def test_keys_with_a_bad_spec_exits_2(tmp_path, monkeypatch):
+    no_spark(monkeypatch)
+    monkeypatch.chdir(tmp_path)
     spec = (ROOT / "pipelines" / "quickstart.yaml").read_text().replace("SIMPLE", "SIMPEL")
     (tmp_path / "p.yaml").write_text(spec)
     (tmp_path / "r.jsonl").write_text("{}\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "runner", "keys", "p.yaml", "--records", "r.jsonl"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_cli("keys", "p.yaml", "--records", "r.jsonl")
     assert done.returncode == 2
     assert "target.key_generator.type" in done.stderr and "did you mean 'SIMPLE'" in done.stderr
 
 
-def test_keys_with_hudi_properties(tmp_path):
+def test_keys_with_hudi_properties(tmp_path, spark, monkeypatch):
     """The docs' "Timestamp is GMT" example through -p, with Hudi's bucket count property."""
     records = tmp_path / "r.jsonl"
     records.write_text(
@@ -83,12 +74,8 @@ def test_keys_with_hudi_properties(tmp_path):
         "hoodie.bucket.index.num.buckets": "4",
     }
     args = [a for k, v in props.items() for a in ("-p", f"{k}={v}")]
-    done = subprocess.run(
-        [sys.executable, "-m", "runner", "keys", *args, "--records", str(records)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    shared_session(monkeypatch, spark)
+    done = run_cli("keys", *args, "--records", str(records))
     assert done.returncode == 0, done.stderr
     out = [json.loads(line) for line in done.stdout.splitlines()]
     assert [(o.get("record_key"), o.get("partition_path")) for o in out] == [
@@ -100,41 +87,32 @@ def test_keys_with_hudi_properties(tmp_path):
     assert out[2] == {"error": 'recordKey value: "null" for field: "id" cannot be null or empty.'}
 
 
-def test_keys_with_bad_properties_exits_2_before_starting_spark(tmp_path):
+def test_keys_with_bad_properties_exits_2_before_starting_spark(tmp_path, monkeypatch):
+    no_spark(monkeypatch)
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "r.jsonl").write_text("{}\n")
-    done = subprocess.run(
-        [
-            sys.executable, "-m", "runner", "keys",
-            "-p", "hoodie.datasource.write.recordkey.field=id",
-            "-p", "hoodie.datasource.write.partitionpath.field=ts",
-            "-p", "hoodie.datasource.write.keygenerator.type=TIMESTAMP",
-            "-p", "hoodie.keygen.timebased.timestamp.type=EPOCHMILLISECONDS",
-            "--records", "r.jsonl",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    done = run_cli(
+        "keys",
+        "-p", "hoodie.datasource.write.recordkey.field=id",
+        "-p", "hoodie.datasource.write.partitionpath.field=ts",
+        "-p", "hoodie.datasource.write.keygenerator.type=TIMESTAMP",
+        "-p", "hoodie.keygen.timebased.timestamp.type=EPOCHMILLISECONDS",
+        "--records", "r.jsonl",
     )  # fmt: skip
     assert done.returncode == 2
     assert "-p: required" in done.stderr and "output.dateformat" in done.stderr, done.stderr
 
 
-def test_read_key_returns_the_rows_of_a_key_with_no_jvm(tmp_path):
+def test_read_key_returns_the_rows_of_a_key_with_no_jvm(tmp_path, spark, monkeypatch):
     """`runner read --key` fetches a key's row back from the files of its bucket whose key
-    range holds it, with no Java on the PATH at all."""
+    range holds it, in a process with no Java on the PATH at all."""
     shutil.copytree(
         ROOT / "pipelines", tmp_path / "pipelines", ignore=shutil.ignore_patterns("warehouse")
     )
-    runner = [sys.executable, "-m", "runner"]
-    ran = subprocess.run(
-        [*runner, "pipelines/quickstart.yaml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    shared_session(monkeypatch, spark)
+    ran = run_cli(str(tmp_path / "pipelines" / "quickstart.yaml"))
     assert ran.returncode == 0, ran.stderr
+    runner = [sys.executable, "-m", "runner"]
     table = tmp_path / "pipelines" / "warehouse" / "trips"
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
     env["PATH"] = str(Path(sys.executable).parent)  # no java on it: a JVM could not start
