@@ -197,7 +197,9 @@ def database_says(exc: BaseException) -> str:
 def _java_chain(exc: BaseException) -> list[tuple[str, bool, str]]:
     """(simple class name, is a java.sql.SQLException, message on one line) of each Java
     exception in the cause chain of a Py4J error; empty for any other error."""
-    java = getattr(exc, "java_exception", None)
+    # a Py4J error holds it as java_exception; pyspark's converted errors (a SparkException
+    # with an error class, as Spark 4.2 raises [FAILED_JDBC.CONNECTION]) as _origin
+    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
     chain: list[tuple[str, bool, str]] = []
     while java is not None and len(chain) < _CHAIN_DEPTH:
         kinds, kind = [], java.getClass()
