@@ -256,6 +256,9 @@ def _source_line(info: dict[str, Any]) -> str:
         parts.append(human_size(info["bytes"]))
     if "version" in info:
         parts.append(f"version {info['version']}")
+    if info.get("versions_skipped"):
+        skipped = ", ".join(str(v) for v in info["versions_skipped"])
+        parts.append(f"versions {skipped} skipped (a restore and the versions it undid)")
     return ", ".join(parts) + f"   checkpoint -> {_checkpoint_text(info.get('until'))}"
 
 

@@ -22,7 +22,7 @@ same `ChangeFile`s with Spark).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 from urllib.parse import unquote
@@ -187,18 +187,26 @@ def versions_for_instants(
     return (min(found), max(found)) if found else None
 
 
-def plan_changes(location: TableLocation, table: DeltaTable, first: int, last: int) -> ChangePlan:
-    """The files of the changes of versions first..last (inclusive) of `table`."""
+def plan_changes(
+    location: TableLocation,
+    table: DeltaTable,
+    first: int,
+    last: int,
+    skipped: Collection[int] = (),
+) -> ChangePlan:
+    """The files of the changes of versions first..last (inclusive) of `table`, but those
+    of the `skipped` versions (a restore and the versions it undid: runner/delta/restores.py),
+    whose log entries and files are not needed either."""
     latest = table.version()
     if not 0 <= first <= last <= latest:
         raise UserError(
             f"versions {first}..{last} of {location.uri}: give 0 <= first <= last <= "
             f"{latest} (its latest version)"
         )
-    entries = _entries(location, first, last)
+    entries = _entries(location, first, last, skipped)
     _check_feed_on(location, entries)
     versions = tuple(_version_changes(location, entry) for entry in entries)
-    later = _entries(location, last + 1, latest) if last < latest else []
+    later = _entries(location, last + 1, latest, skipped) if last < latest else []
     rewrites = tuple(
         SchemaRewritten(e.version, dict(meta.get("renamed", {})), tuple(meta.get("dropped", ())))
         for e in [*entries, *later]
@@ -248,9 +256,11 @@ def _file_rows(
     return [part for part in kept_batches(parquet, keep, schema, renamed) if part.num_rows]
 
 
-def _entries(location: TableLocation, first: int, last: int) -> list[CommitEntry]:
+def _entries(
+    location: TableLocation, first: int, last: int, skipped: Collection[int]
+) -> list[CommitEntry]:
     entries, gone = [], []
-    for version in range(first, last + 1):
+    for version in (v for v in range(first, last + 1) if v not in skipped):
         entry = read_commit(location, version)
         if entry is None:
             gone.append(version)

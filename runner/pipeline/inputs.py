@@ -1,5 +1,8 @@
 """The sources stage: what each source reads this run, and the Spark session to read it.
 
+A chained source restored after this pipeline read what the restore undid is refused here
+when the target cannot follow the undo (runner/sources/restored_source.py), before any read.
+
 Nothing new (every incremental source is caught up) ends the run here, before a JVM starts
 when the listing tells; a JDBC source knows only once Spark has asked its database, a
 Kafka source once the driver has asked the brokers (through the client Spark loads).
@@ -30,6 +33,7 @@ from runner.sources.plan import (
     plan_sources,
     sources_on_s3,
 )
+from runner.sources.restored_source import refuse_undone_reads
 from runner.spark_connectors import connector_jars
 from runner.spec.model import Target
 
@@ -92,6 +96,7 @@ def plan_inputs(
     with ctx.stage("sources"):
         points = starting_points(spec, snapshot, options.checkpoint, options.ignore_checkpoint)
         plans = tuple(plan_sources(spec, points, skip=skipped))
+        refuse_undone_reads(spec, snapshot, plans)
     if nothing_new(list(plans)):
         return Inputs(points, plans, None, given)
     with ctx.stage("start"):

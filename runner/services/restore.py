@@ -39,6 +39,7 @@ from runner import faults
 from runner.delta.arrow_read import kept_batches
 from runner.delta.deletion_vectors import keep_mask
 from runner.delta.log_entry import NewFile, check_log_writable
+from runner.delta.restores import OPERATION, RESTORED_VERSION
 from runner.delta.snapshot import DataFile, Group, open_table
 from runner.delta.transaction import Commit, RewriteRule, commit
 from runner.errors import UserError
@@ -195,9 +196,9 @@ def _restoring(plan: RestorePlan, instant: str, changes: list[NewFile]) -> Commi
         writer="restore",
         operation="RESTORE",
         metadata={
-            "operation": "restore",
+            "operation": OPERATION,
             "instant": instant,
-            "restored_version": plan.to,
+            RESTORED_VERSION: plan.to,
             "read_version": plan.version,
             "files_removed": len(plan.removed),
             "files_added": len(plan.restored),

@@ -142,6 +142,24 @@ def checkpoints_as_of(snapshot: TableSnapshot, version: int) -> dict[str, dict[s
     }
 
 
+def version_before_read(
+    snapshot: TableSnapshot, pipeline: str, source: str, at_most: int
+) -> tuple[int, int | None] | None:
+    """The table's newest version but the latest at which `pipeline` had read its Delta
+    source `source` up to version `at_most` or before (or not at all: None), with that
+    version read; None when no version the log holds had."""
+    history = snapshot.table.history()  # newest first
+    for at, commit in enumerate(history):
+        if commit["version"] == snapshot.version:
+            continue
+        found = _first_with_checkpoints(history[at:], pipeline)
+        point = found[0].get(source) if found else None
+        read = point.get("version") if isinstance(point, dict) else point
+        if read is None or int(read) <= at_most:
+            return commit["version"], None if read is None else int(read)
+    return None
+
+
 def _pipelines(history: list[dict[str, Any]]) -> set[str]:
     """The pipelines that recorded checkpoints in `history`, or that a restore named."""
     pipelines = set()

@@ -10,6 +10,13 @@ commits after the checkpoint are taken from its log, the files whose `_commit_ti
 statistics can hold one of them are kept, and the rows are filtered to those instants (old
 files are never scanned; it needs a runner table, with `_commit_time` like Hudi's
 `_hoodie_commit_time`).
+
+A restore of the table in the versions read (runner/delta/restores.py) is followed by its
+net change: the versions it undid and the restore itself are skipped, so the pipeline is
+handed neither a batch nor its undo. Where the pipeline has already read versions a
+restore undid, the read keeps every version (the restore's undo takes them out again) and
+says so (`DeltaRead.net.undone`): whether the pipeline can follow is decided by its target
+(runner/sources/restored_source.py).
 """
 
 from __future__ import annotations
@@ -18,17 +25,21 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
+import structlog
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from runner.delta.change_feed import ChangePlan, has_change_feed, plan_changes
 from runner.delta.deletion_vectors import DeletionVector
 from runner.delta.log_replay import DELETION_VECTORS, deletion_vectors
+from runner.delta.restores import NetChanges, net_changes
 from runner.delta.snapshot import add_actions
 from runner.errors import UserError
 from runner.spec.model import Incremental
 from runner.storage.location import locate, storage_options
 from runner.storage.meta_columns import COMMIT_TIME
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -41,6 +52,7 @@ class DeltaRead:
     # files of `paths` with a deletion vector, by file name: their deleted rows are dropped
     deletion_vectors: dict[str, DeletionVector]
     changes: ChangePlan | None = None  # read the change data feed of these versions instead
+    net: NetChanges | None = None  # an incremental read's versions: applied, skipped, undone
 
 
 def open_source_table(uri: str, where: str) -> DeltaTable:
@@ -75,18 +87,21 @@ def plan_delta_read(uri: str, since: Any, incremental: Incremental | None, where
         size = sum(row["size_bytes"] for row in actions)
         return DeltaRead(paths, None, version, len(actions), size, _vectors(table, uri, paths))
     start = _checkpoint_version(since, where)
+    net = _net_changes(uri, start, version)
     if incremental.deletes == "propagate":
-        return _changes_read(uri, table, start, len(actions), where)
+        return _changes_read(uri, table, net, len(actions), where)
     if COMMIT_TIME not in table.schema().to_arrow().names:
         raise UserError(
             f"{where}: incremental since: last needs a runner table (a {COMMIT_TIME} column); "
             f"{uri} has none. Read it in full (drop `incremental`)"
         )
+    skipped = net.skipped
     instants = sorted(
         {
             str(c["runner"]["instant"])
             for c in table.history()
             if c["version"] > start
+            and c["version"] not in skipped
             and isinstance(c.get("runner"), dict)
             # an expansion moves rows without changing them, a checkpoint commit has none
             and c["runner"].get("operation") not in ("expand", "checkpoint")
@@ -96,13 +111,33 @@ def plan_delta_read(uri: str, since: Any, incremental: Incremental | None, where
     keep = [row for row in actions if _may_hold(row, instants)]
     paths = [f"{root}/{unquote(row['path'])}" for row in keep]
     size = sum(r["size_bytes"] for r in keep)
-    return DeltaRead(paths, instants, version, len(actions), size, _vectors(table, uri, paths))
+    vectors = _vectors(table, uri, paths)
+    return DeltaRead(paths, instants, version, len(actions), size, vectors, net=net)
+
+
+def _net_changes(uri: str, start: int, version: int) -> NetChanges:
+    """The versions after the checkpoint `start` to apply, those a restore undid skipped."""
+    if start >= version:
+        return NetChanges(start, version, ())
+    net = net_changes(locate(uri), start, version)
+    if net.skipped:
+        log.info("source_restore_followed", source=uri, skipped=sorted(net.skipped))
+    if net.undone is not None:
+        log.warning(
+            "source_restore_undid_versions_read",
+            source=uri,
+            restore=net.undone.restore,
+            restored=net.undone.restored,
+            undone=list(net.undone.versions),
+        )
+    return net
 
 
 def _changes_read(
-    uri: str, table: DeltaTable, start: int, files_total: int, where: str
+    uri: str, table: DeltaTable, net: NetChanges, files_total: int, where: str
 ) -> DeltaRead:
-    """The source's change data feed after version `start`."""
+    """The source's change data feed after the checkpoint, the versions a restore undid
+    (and the restore) left out."""
     if not has_change_feed(table):
         raise UserError(
             f"{where}: {uri} keeps no change data feed, so its deletes cannot be handed on; "
@@ -111,12 +146,12 @@ def _changes_read(
             "incremental to read its inserted and updated rows only"
         )
     version = table.version()
-    if start >= version:
-        return DeltaRead([], [], version, files_total, 0, {}, None)
-    plan = plan_changes(locate(uri), table, start + 1, version)
+    if not net.read:  # caught up, or every version after the checkpoint undone
+        return DeltaRead([], [], version, files_total, 0, {}, None, net)
+    plan = plan_changes(locate(uri), table, net.since + 1, version, net.skipped)
     instants = [v.instant for v in plan.versions if v.files]
     paths = [f.path for f in plan.files]
-    return DeltaRead(paths, instants, version, files_total, 0, {}, plan)
+    return DeltaRead(paths, instants, version, files_total, 0, {}, plan, net)
 
 
 def _vectors(table: DeltaTable, uri: str, paths: list[str]) -> dict[str, DeletionVector]:

@@ -8,6 +8,7 @@ from typing import Any
 
 from runner.delta.change_feed import ChangePlan
 from runner.delta.deletion_vectors import DeletionVector
+from runner.delta.restores import Undone
 from runner.sources.kafka_offsets import KafkaRead
 from runner.spec.model import Source
 
@@ -35,6 +36,8 @@ class SourcePlan:
     jdbc: JdbcRead | None = None  # a JDBC source, once its bounds are planned
     changes: ChangePlan | None = None  # a Delta source: its change data feed to read
     kafka: KafkaRead | None = None  # a Kafka source, once its offsets are planned
+    # a Delta source restored after the pipeline had read versions the restore undid
+    undone: Undone | None = None
 
     @property
     def where(self) -> str:

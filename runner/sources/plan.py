@@ -91,6 +91,7 @@ def _plan(source: Source, since: Any, skip: frozenset[str]) -> SourcePlan:
             return SourcePlan(source, since=since, paths=kept, base_path=found.root)
     if source.format == "delta":
         read = plan_delta_read(source.path, since, source.incremental, where)
+        skipped = read.net.skipped if read.net else frozenset()
         nothing = bool(source.incremental) and read.instants is not None and not read.instants
         until = None
         if source.incremental:
@@ -112,7 +113,9 @@ def _plan(source: Source, since: Any, skip: frozenset[str]) -> SourcePlan:
                 "files_skipped": read.files_total - len(read.paths),
                 **({"change_feed": True} if read.changes is not None else {}),
                 "bytes": read.bytes,
+                **({"versions_skipped": sorted(skipped)} if skipped else {}),
             },
+            undone=read.net.undone if read.net else None,
         )
     return SourcePlan(source, since=since)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 from pathlib import Path
 
@@ -29,7 +30,14 @@ from runner.services.restore_plan import plan_restore
 from runner.sources.checkpoint import starting_points
 from runner.spec import load_spec
 from tests.delta_spark import read_with_delta_spark
-from tests.helpers import city_rows, city_target, read_table, write_batch, write_spec
+from tests.helpers import (
+    city_rows,
+    city_target,
+    file_bytes,
+    read_table,
+    write_batch,
+    write_spec,
+)
 
 DATA = ["id", "city", "ts", "v"]
 
@@ -43,12 +51,30 @@ def _restore(spec: Path, *args: str):
     return CliRunner().invoke(cli, ["restore", str(spec), *args], catch_exceptions=False)
 
 
-def _refused(spec: Path, *args: str) -> str:
-    """The one-line error of a restore refused as a user's problem (exit 2)."""
-    result = CliRunner().invoke(cli, ["restore", str(spec), *args])
+def _refused(spec: Path, *args: str, command: str = "restore") -> str:
+    """The one-line error of a command refused as a user's problem (exit 2)."""
+    result = CliRunner().invoke(cli, [command, str(spec), *args])
     assert isinstance(result.exception, UserError), result.output
     assert result.exception.exit_code == 2
     return str(result.exception)
+
+
+def _chained(tmp_path: Path, name: str, target: dict, **incremental: str) -> Path:
+    """The spec of pipeline `name` (in tmp_path/name) reading tmp_path/table through a
+    `delta` source `up` with `incremental: {since: last, **incremental}`."""
+    directory = tmp_path / name
+    directory.mkdir()
+    source = {
+        "name": "up",
+        "format": "delta",
+        "path": str(tmp_path / "table"),
+        "incremental": {"since": "last", **incremental},
+    }
+    spec = directory / "spec.yaml"
+    spec.write_text(
+        json.dumps({"name": name, "sources": [source], "target": {"path": "table", **target}})
+    )
+    return spec
 
 
 def _state(frame: pd.DataFrame) -> dict:
@@ -199,26 +225,9 @@ def test_the_undo_reaches_a_chained_table(needs_delta_spark, tmp_path, table_typ
     spark = needs_delta_spark
     spec = write_spec(tmp_path, city_target("upsert", table_type=table_type, change_data_feed=True))
     b_dir = tmp_path / "b"
-    b_dir.mkdir()
-    chained = b_dir / "spec.yaml"
     b_target = {**city_target("upsert"), "merge_mode": "commit_time"}
     del b_target["precombine_field"]
-    chained.write_text(
-        json.dumps(
-            {
-                "name": "b",
-                "sources": [
-                    {
-                        "name": "up",
-                        "format": "delta",
-                        "path": str(tmp_path / "table"),
-                        "incremental": {"since": "last"},
-                    }
-                ],
-                "target": {"path": "table", **b_target},
-            }
-        )
-    )
+    chained = _chained(tmp_path, "b", b_target)
     v = _run(spark, tmp_path, spec, city_rows(range(6), 1)).version
     run_pipeline(load_spec(chained), spark=spark)
     table = tmp_path / "table"
@@ -252,6 +261,86 @@ def test_the_undo_reaches_a_chained_table(needs_delta_spark, tmp_path, table_typ
     _readers_agree(spark, table, good)
     run_pipeline(load_spec(chained), spark=spark)
     assert _state(read_table(b_dir / "table")) == good
+
+
+def test_a_chained_table_ordered_by_precombine_follows_the_restore(spark, tmp_path):
+    """A -> B, B upserting by event time (precombine_field ts): the undo's rows would read
+    as late in B. B having read the bad version, its next run is refused with the restore
+    of B that lets it follow; B not having read it yet, its next run skips the bad version
+    and the restore. C, reading A with `deletes: ignore`, cannot see an undo at all."""
+    spec = write_spec(tmp_path, city_target("upsert", change_data_feed=True))
+    table = tmp_path / "table"
+    b = _chained(tmp_path, "b", city_target("upsert"))
+    c_target = {**city_target("upsert"), "merge_mode": "commit_time"}
+    del c_target["precombine_field"]
+    c = _chained(tmp_path, "c", c_target, deletes="ignore")
+
+    def follow(chained: Path, expected: dict):
+        summary = run_pipeline(load_spec(chained), spark=spark)
+        assert _state(read_table(chained.parent / "table")) == expected
+        return summary
+
+    def a_run(frame: pd.DataFrame) -> int:
+        return _run(spark, tmp_path, spec, frame).version
+
+    first = a_run(city_rows(range(6), 1))
+    b_first = follow(b, _as_of(table, first)).version  # B's checkpoint: A's first
+    good = a_run(city_rows([3, 6], 2))
+    bad = a_run(city_rows([1, 2, 10], 3))
+    follow(b, _as_of(table, bad))
+    follow(c, _as_of(table, bad))  # C's first run reads it all
+    assert _restore(spec, "--to", str(good)).exit_code == 0
+    restore = bad + 1
+    b_before = file_bytes(b.parent / "table")
+
+    refused = _refused(b, command="run")
+    assert refused == (
+        f"source 'up': {table} was restored to version {good} in version {restore}, after "
+        f"pipeline 'b' had read it up to version {bad}; the restore undid version(s) {bad}, "
+        "and merge_mode event_time keeps a key's row with the greater ts, so their rows "
+        f"would stay in {b.parent / 'table'}; nothing was read: restore this table first: "
+        f"`runner restore {b} --to {b_first}` (its version {b_first}, when it had read up "
+        f"to version {first}); its next run then skips what the restore undid"
+    )
+    assert file_bytes(b.parent / "table") == b_before
+    c_refused = _refused(c, command="run")
+    assert "`deletes: ignore` the source reads rows by their commit instants" in c_refused
+    assert c_refused.endswith(
+        "--to 0` (its version 0, before it read it); its next run then skips what the restore undid"
+    )
+    # a log that no longer holds a version from before the read: C is rebuilt
+    DeltaTable(str(c.parent / "table")).create_checkpoint()
+    (c.parent / "table" / "_delta_log" / f"{0:020d}.json").unlink()
+    assert _refused(c, command="run").endswith(
+        f"nothing was read: no version of {c.parent / 'table'} predates its read of version "
+        f"{bad}, so rebuild it: remove {c.parent / 'table'} and run again (the first run "
+        f"reads {table} in full; --ignore-checkpoint would read it over the rows the table "
+        "holds, which keeps them)"
+    )
+
+    command = shlex.split(refused.split("`")[1])
+    assert command[:2] == ["runner", "restore"]
+    done = CliRunner().invoke(cli, command[1:], catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    a_run(city_rows([4, 11], 4))
+    summary = follow(b, _state(read_table(table)))  # the good version and the last one
+    assert summary.sources["up"]["versions_skipped"] == [bad, restore]
+    assert f"versions {bad}, {restore} skipped (a restore and the versions it undid)" in (
+        summary.render()
+    )
+
+    # B has read all of A; a bad batch and its restore it has not read are skipped, and
+    # their files are not needed: runner clean took them
+    read = DeltaTable(str(table)).version()
+    a_run(city_rows([4, 12], 5))
+    assert _restore(spec, "--to", str(read)).exit_code == 0
+    a_run(city_rows([5], 6))
+    cleaned = CliRunner().invoke(
+        cli, ["clean", str(spec), "--retain-commits", "1", "--min-age-hours", "0"]
+    )
+    assert cleaned.exit_code == 0, cleaned.output
+    summary = follow(b, _state(read_table(table)))
+    assert summary.sources["up"]["versions_skipped"] == [read + 1, read + 2]
 
 
 def test_a_writer_committing_meanwhile_fails_the_restore(spark, tmp_path):
