@@ -9,8 +9,8 @@ about 40 % less (docs/performance.md, "Small runs").
 The first local run without an archive writes one, once: its JVM dumps the archive as it
 exits, and the run waits for that (a few seconds, said in the log) before the archive is
 put in place. One process at a time makes it (a lock file); the others run without. The
-archive is kept per Java binary and Spark jars (`archive_path`); a JVM that finds it does
-not match ignores it, so a stale archive costs nothing but its disk. Runs under
+archive is kept per Java binary, Spark jars and their directory (`archive_path`); a JVM
+that finds it does not match ignores it, so a stale archive costs nothing but its disk. Runs under
 spark-submit (a cluster, a SparkApplication) start their JVM themselves: not here.
 RUNNER_JAVA_CDS=0 turns it off; RUNNER_JAVA_CDS=use uses an archive but never writes one
 (a long-lived process, such as a test session, whose exit should not wait for a dump).
@@ -57,7 +57,9 @@ def archive_path(java: str) -> Path:
     listing = sorted(p.name for p in jars.glob("*.jar")) if jars.is_dir() else []
     java_real = os.path.realpath(java)
     stamp = os.stat(java_real).st_mtime_ns if os.path.exists(java_real) else 0
-    key = "\n".join([java_real, str(stamp), pyspark.__version__, *listing])
+    # the jars' directory too: the archive records the class path it was dumped with, and a
+    # JVM on another one (a second environment of the same pyspark) quietly ignores it
+    key = "\n".join([java_real, str(stamp), pyspark.__version__, str(jars.resolve()), *listing])
     return (
         cache_dir()
         / f"spark-{pyspark.__version__}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"

@@ -58,3 +58,20 @@ def test_off_and_use_only(cache, monkeypatch):
     archive = _archive()
     assert archive.writing is None and archive.java_options() == ""
     assert not list(cache.iterdir())  # no lock taken
+
+
+def test_each_environment_of_one_spark_version_has_its_own_archive(cache, tmp_path, monkeypatch):
+    """The archive records the class path it was dumped with: a second environment with the
+    same pyspark (another venv) would map the first's archive and quietly ignore it."""
+    import pyspark
+
+    from runner.java_cds import archive_path
+
+    java = java_binary() or sys.executable
+    here = archive_path(java)
+    other = tmp_path / "other-venv" / "pyspark"
+    (other / "jars").mkdir(parents=True)
+    for name in os.listdir(os.path.join(os.path.dirname(pyspark.__file__), "jars")):
+        (other / "jars" / name).touch()  # the same jar names, another directory
+    monkeypatch.setattr(pyspark, "__file__", str(other / "__init__.py"))
+    assert archive_path(java) != here
