@@ -54,6 +54,7 @@ def cli(ctx: click.Context, debug: bool, log_format: str) -> None:
       runner expand PIPELINE.yaml --buckets 32   grow the table's buckets
       runner inspect TABLE_DIR        rows, bytes and skew per bucket
       runner clean PIPELINE.yaml      remove files no reader needs
+      runner restore PIPELINE.yaml --to 3        undo a bad batch: version 3's rows back
       runner read TABLE_DIR --since INSTANT     rows committed after an instant
       runner render PIPELINE.yaml --image IMAGE   SparkApplication for Kubernetes
     """
