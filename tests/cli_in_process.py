@@ -1,6 +1,6 @@
 """`runner ARGS` in the test's own process, as a user meets it, without a process per case.
 
-The CLI's own entry and error handling run (runner/cli/main.py `_main`: a user's problem is
+The CLI's own entry and error handling run (runner/cli/main.py `run_command`: a user's problem is
 one line and exit 2, a failure one line and exit 1, --debug a traceback), with stdout,
 stderr and the exit code captured as a subprocess's would be; `main()` is not called, as it
 ends the process. A run that reaches Spark uses the tests' shared session (`shared_session`):
@@ -60,7 +60,7 @@ def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def run_cli(*args: str, env: Mapping[str, str] | None = None) -> Done:
     """`runner ARGS` through the CLI's own error handling, `env` set for the command only."""
-    from runner.cli.main import _exit_code, _main
+    from runner.cli.main import run_command
     from runner.spec import secrets
 
     out, err = io.StringIO(), io.StringIO()
@@ -72,11 +72,7 @@ def run_cli(*args: str, env: Mapping[str, str] | None = None) -> Done:
             patch.setenv(name, value)
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                try:
-                    _main()
-                    code = 0
-                except SystemExit as done:
-                    code = _exit_code(done)
+                code = run_command()
         finally:
             # as main() does before the process ends (_finalize_s3): the files a failed
             # write left open, held in reference cycles, are closed

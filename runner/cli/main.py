@@ -72,13 +72,19 @@ for command in (*pipeline_commands.COMMANDS, *table_commands.COMMANDS, *deploy_c
 
 def main() -> None:
     try:
-        _main()
-        code = 0
-    except SystemExit as done:
-        code = _exit_code(done)
+        code = run_command()
     finally:
         _finalize_s3()
     _exit_before_teardown(code)
+
+
+def run_command() -> int:
+    """The command of sys.argv, run with the CLI's error handling; its exit code."""
+    try:
+        _main()
+    except SystemExit as done:
+        return _exit_code(done)
+    return 0
 
 
 def _exit_code(done: SystemExit) -> int:
