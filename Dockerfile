@@ -70,7 +70,7 @@ RUN useradd --uid 10001 --user-group --create-home --home-dir /home/runner \
 USER 10001:10001
 WORKDIR /work
 
-# Java's class-data archive of Spark's classes (runner/java_cds.py), written by one tiny
+# Java's class-data archive of Spark's classes (runner/jvm/java_cds.py), written by one tiny
 # local run as the image is built: every `docker run` of the image starts faster.
 COPY docker/write_class_archive.py /opt/runner/write_class_archive.py
 RUN python /opt/runner/write_class_archive.py

@@ -199,7 +199,7 @@ def main() -> None:
     from bench.scd2 import run_scd2_benchmarks
     from bench.write import run_write_benchmarks
     from runner import logs
-    from runner.session import spark_session
+    from runner.jvm.session import spark_session
     from runner.spec.model import SparkSettings
 
     logs.configure("warning")

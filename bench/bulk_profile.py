@@ -27,7 +27,7 @@ def _seconds(run: Callable[[], object]) -> float:
 
 
 def _with_settings(spark, settings: dict[str, str], run: Callable[[], object]) -> object:
-    from runner.session import session_settings
+    from runner.jvm.session import session_settings
 
     with session_settings(spark, settings):
         return run()
@@ -43,12 +43,12 @@ def main() -> None:
 
     from bench.write import spec_file, write_source
     from runner import logs
+    from runner.jvm.session import spark_session
     from runner.pipeline.batch import plan_table_schema
     from runner.pipeline.key_columns import add_key_columns
     from runner.pipeline.quality import add_verdicts
     from runner.pipeline.winners import bulk_keys, bulk_rows, bulk_verdict
     from runner.pipeline.write_stage import bulk_job_settings
-    from runner.session import spark_session
     from runner.spec.model import SparkSettings
     from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY
 

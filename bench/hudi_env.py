@@ -8,7 +8,7 @@ on first use, nothing of it in the runner's dependencies:
 - a virtualenv made by the bench's Python (`python -m venv`), with `pip install
   pyspark==3.5.*` (the newest 3.5.x pip resolves);
 - the jar org.apache.hudi:hudi-spark3.5-bundle_2.12:1.1.1, fetched from Maven Central with
-  `mvn dependency:copy` (runner/maven.py);
+  `mvn dependency:copy` (runner/jvm/maven.py);
 - ready.json, written last: the pyspark version and both paths.
 It is built in a staging directory renamed into place once complete, so a half-made
 environment is never used; a failed pip or Maven step raises SideEnvironmentProblem with
@@ -27,7 +27,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.maven import user_cache
+from runner.jvm.maven import user_cache
 
 PYSPARK = "pyspark==3.5.*"
 HUDI_BUNDLE = "org.apache.hudi:hudi-spark3.5-bundle_2.12:1.1.1"
@@ -95,7 +95,7 @@ def _build(staging: Path) -> None:
     The venv works once renamed: its python finds pyvenv.cfg beside itself, and nothing
     here runs the scripts whose shebangs name the staging path."""
     from runner.errors import EnvironmentProblem
-    from runner.maven import copy_artifacts
+    from runner.jvm.maven import copy_artifacts
 
     python = staging / "venv" / "bin" / "python"
     _run([sys.executable, "-m", "venv", str(staging / "venv")], "python -m venv")

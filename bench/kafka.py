@@ -20,7 +20,7 @@ reading the whole topic into a fresh table, all on local[2]:
   key, where insert appends it). A transform keeps the value's columns: without one the
   runner would also store Kafka's _kafka_* columns, which the peers do not write.
 - Spark's floor: `python -m bench.kafka spark-parquet BOOTSTRAP OUT`: a session started as
-  the runner starts its own (runner.session.spark_session: same master and defaults, Spark's
+  the runner starts its own (runner.jvm.session.spark_session: same master and defaults, Spark's
   Kafka connector jars), Spark's Kafka batch read of the whole topic (earliest to latest),
   from_json with the same schema, `partitionBy("city").parquet()`: no key, no index, no
   de-duplication, no commit.
@@ -123,7 +123,7 @@ def run_kafka_benchmarks(
     try:
         import confluent_kafka  # noqa: F401  (the dev extra)
 
-        from runner.spark_connectors import kafka
+        from runner.jvm.spark_connectors import kafka
         from tests.kafka_server import broker_jars, running_broker
 
         kafka().jars("the kafka bench", False)  # fetched once here, not in a timed run
@@ -364,8 +364,8 @@ def spark_parquet(bootstrap: str, out: str) -> float:
     seconds after the session started."""
     from pyspark.sql import functions as F
 
-    from runner.session import spark_session
-    from runner.spark_connectors import kafka
+    from runner.jvm.session import spark_session
+    from runner.jvm.spark_connectors import kafka
     from runner.spec.model import SparkSettings
 
     jars = kafka().jars("bench", False)

@@ -20,8 +20,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from runner.jvm.session import spark_session
 from runner.keygen import build_key_generator
-from runner.session import spark_session
 from runner.spec.keygen_settings import resolve_key_generator
 from runner.spec.model import KeyGenSpec, SparkSettings
 

@@ -8,13 +8,13 @@ is a fresh process, as `runner run SPEC` is on a laptop or in a pod:
 
 1. the floor: a Python process that starts a local[2] SparkSession, runs one tiny job
    (`spark.range(10).count()`) and stops it; and the same with the runner's Java
-   class-data archive (runner/java_cds.py) and with the quick JIT a small run's JVM gets
-   (runner/session.py jit_option): the floor the runner lowers for itself;
+   class-data archive (runner/jvm/java_cds.py) and with the quick JIT a small run's JVM gets
+   (runner/jvm/session.py jit_option): the floor the runner lowers for itself;
 2. the quickstart: `runner pipelines/quickstart.yaml` (420 rows into a new table) and
    `runner pipelines/quickstart_corrections.yaml` (6 rows upserted into it);
 3. a 1,000-row upsert into a --rows table (loaded untimed, by one bulk_insert process);
 4. the first query's floor: a Python process that starts its SparkSession as a small run
-   does (the archive, the quick JIT, the warm-up thread: runner/session.py), reads the
+   does (the archive, the quick JIT, the warm-up thread: runner/jvm/session.py), reads the
    corrections' 6 JSON rows with their schema and collects them as Arrow, nothing else:
    what any small run's plan and keys cost before the runner's own work.
 
@@ -40,8 +40,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from bench.write import make_rows, runner_process, spec_file, write_source
-from runner.java_cds import QUIET, archive_path, java_binary
-from runner.session import QUICK_JIT
+from runner.jvm.java_cds import QUIET, archive_path, java_binary
+from runner.jvm.session import QUICK_JIT
 from runner.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,7 +60,7 @@ UPSERT_ROWS = 1_000
 # A cold JVM's first query, launched as a small run's (argv: the JSON directory, its schema).
 FIRST_QUERY = (
     "import json, sys, time\n"
-    "from runner.session import spark_session\n"
+    "from runner.jvm.session import spark_session\n"
     "from runner.spec.model import SparkSettings\n"
     "spark = spark_session(SparkSettings('local[2]'), 'first-query', (), True, True)\n"
     "started = time.perf_counter()\n"

@@ -1,5 +1,5 @@
 """Run one tiny pipeline locally, so that its JVM writes Java's class-data archive of the
-classes a run loads (runner/java_cds.py) into the image user's cache as it exits."""
+classes a run loads (runner/jvm/java_cds.py) into the image user's cache as it exits."""
 
 from __future__ import annotations
 

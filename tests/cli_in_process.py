@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import pytest
 import structlog
 
-# the modules that start a run's or a table service's session (runner/session.py)
+# the modules that start a run's or a table service's session (runner/jvm/session.py)
 SESSION_USERS = (
     "runner.pipeline.inputs",
     "runner.services.expand",

@@ -47,10 +47,10 @@ def resolved_values_forgotten(monkeypatch):
 
 
 def spark_connector_jars() -> list[str]:
-    """Spark's Kafka and Avro connectors (runner/spark_connectors.py), fetched once into the
+    """Spark's Kafka and Avro connectors (runner/jvm/spark_connectors.py), fetched once into the
     jar cache; [] when they cannot be (the Kafka tests then skip with the broker)."""
     from runner.errors import EnvironmentProblem
-    from runner.spark_connectors import avro, kafka
+    from runner.jvm.spark_connectors import avro, kafka
 
     try:
         return [*kafka().jars("tests", False), *avro().jars("tests", False)]
@@ -60,7 +60,7 @@ def spark_connector_jars() -> list[str]:
 
 @pytest.fixture(scope="session")
 def spark():
-    from runner.session import java_problem, spark_session
+    from runner.jvm.session import java_problem, spark_session
     from runner.spec.model import SparkSettings
 
     problem = java_problem()

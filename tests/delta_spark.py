@@ -25,7 +25,7 @@ import pyspark
 import pytest
 
 from runner.errors import EnvironmentProblem
-from runner.maven import cache_root, ensure_jars
+from runner.jvm.maven import cache_root, ensure_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner.errors import EnvironmentProblem
-from runner.maven import DEPENDENCY_PLUGIN, cache_root, run_maven
+from runner.jvm.maven import DEPENDENCY_PLUGIN, cache_root, run_maven
 from tests.s3 import free_port
 
 if TYPE_CHECKING:
@@ -296,7 +296,7 @@ def _copy_dependencies(project: Path, into: Path) -> None:
 @functools.cache
 def broker_jars() -> tuple[Path | None, str | None]:
     """(jar directory, None) or (None, why the broker cannot run). Maven runs at most once."""
-    from runner.session import java_problem  # not at import: conftest imports this module
+    from runner.jvm.session import java_problem  # not at import: conftest imports this module
 
     problem = java_problem()
     if problem:

@@ -13,8 +13,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from runner import s3_connector
 from runner.errors import EnvironmentProblem
+from runner.jvm import s3_connector
 
 KEY, SECRET = "testing-key", "testing-secret"
 

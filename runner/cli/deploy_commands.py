@@ -123,7 +123,7 @@ def fetch_jars(into: str | None, names: tuple[str, ...], check: bool) -> None:
 def _fetch_connector(name: str, into: Path | None, check: bool) -> str | None:
     """Fetch (or with `check` look for) one connector, printing its jars; a problem found
     by --check is returned."""
-    from runner import s3_connector, spark_connectors
+    from runner.jvm import s3_connector, spark_connectors
 
     if name == "s3":
         what = s3_connector.describe()

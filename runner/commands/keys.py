@@ -20,8 +20,8 @@ from runner.delta.snapshot import open_table
 from runner.errors import UserError
 from runner.hudi import properties as hudi_props
 from runner.index.layout import BUCKETS, BucketLayout
+from runner.jvm.session import spark_session
 from runner.pipeline.key_columns import KEY_ERROR, add_key_columns
-from runner.session import spark_session
 from runner.spec import load_spec
 from runner.spec.keygen_settings import field_list, resolve_key_generator
 from runner.spec.model import IndexSpec, SparkSettings, Target

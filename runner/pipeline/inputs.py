@@ -17,11 +17,12 @@ from typing import Any
 import structlog
 from pyspark.sql import SparkSession
 
-from runner import s3_connector
 from runner.delta.snapshot import TableSnapshot
+from runner.jvm import s3_connector
+from runner.jvm.session import SMALL_INPUT_BYTES, spark_session, under_spark_submit
+from runner.jvm.spark_connectors import connector_jars
 from runner.pipeline.context import RunContext
 from runner.services.expand import automatic, table_reading_jars
-from runner.session import SMALL_INPUT_BYTES, spark_session, under_spark_submit
 from runner.sources.checkpoint import Origin, StartingPoints, starting_points
 from runner.sources.jdbc import driver_jars
 from runner.sources.listing import local_bytes
@@ -34,7 +35,6 @@ from runner.sources.plan import (
     sources_on_s3,
 )
 from runner.sources.restored_source import refuse_undone_reads
-from runner.spark_connectors import connector_jars
 from runner.spec.model import Target
 
 log = structlog.get_logger(__name__)

@@ -23,6 +23,7 @@ from runner import faults
 from runner.delta.quarantine import append_quarantine
 from runner.delta.snapshot import Group
 from runner.errors import UnreadableFileError
+from runner.jvm.session import session_settings
 from runner.pipeline.batch import Batch
 from runner.pipeline.context import RunContext
 from runner.pipeline.quality import (
@@ -35,7 +36,6 @@ from runner.pipeline.quality import (
     quarantine_rows,
 )
 from runner.pipeline.winners import estimated_bytes, one_pass_frame, split_verdicts
-from runner.session import session_settings
 from runner.storage.location import writing
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH
 

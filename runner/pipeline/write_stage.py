@@ -20,6 +20,7 @@ from pyspark.sql.types import StructType
 from runner import faults
 from runner.delta.schema import SchemaPlan
 from runner.delta.snapshot import Group
+from runner.jvm.session import ARROW_BATCH_ROWS, ARROW_BATCH_ROWS_SETTING, session_settings
 from runner.pipeline.bucket_plan import BucketPlan
 from runner.pipeline.context import RunContext
 from runner.pipeline.winners import (
@@ -31,7 +32,6 @@ from runner.pipeline.winners import (
     merge_settings,
     write_frame,
 )
-from runner.session import ARROW_BATCH_ROWS, ARROW_BATCH_ROWS_SETTING, session_settings
 from runner.sources.splits import balanced_split_settings
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH
 from runner.storage.parquet_rows import ParquetRows

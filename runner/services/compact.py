@@ -39,8 +39,8 @@ from runner.delta.table_config import check_table_settings
 from runner.delta.transaction import BucketClash, Commit, CompactionRule, Resolver, commit
 from runner.errors import CommitConflictError, UserError
 from runner.index.naming import new_instant
+from runner.jvm.session import spark_session
 from runner.progress import Progress
-from runner.session import spark_session
 from runner.spec.model import CompactionSpec, PipelineSpec
 from runner.storage.in_flight import in_flight
 from runner.storage.location import writing

@@ -32,7 +32,7 @@ import structlog
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from runner import faults, s3_connector
+from runner import faults
 from runner.delta.log_entry import NewFile
 from runner.delta.snapshot import DataFile, TableSnapshot, open_table
 from runner.delta.spark_read import read_files
@@ -41,6 +41,8 @@ from runner.delta.transaction import Commit, ExpansionRule, commit
 from runner.errors import RunnerError, UserError
 from runner.index.layout import LAYOUT_KEYS
 from runner.index.naming import new_file_id, new_instant
+from runner.jvm import s3_connector
+from runner.jvm.session import spark_session, under_spark_submit
 from runner.progress import Progress
 from runner.services.expansion_plan import (
     SPLIT,
@@ -58,7 +60,6 @@ from runner.services.rehash_bitmaps import (
     rounds,
     task_files,
 )
-from runner.session import spark_session, under_spark_submit
 from runner.spec.model import PipelineSpec, Target
 from runner.storage.in_flight import in_flight
 from runner.storage.location import TableLocation, locate, writing

@@ -72,7 +72,7 @@ def _alive_workers(ui_port: int) -> int:
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory) -> Iterator[Cluster]:
-    from runner.session import java_problem
+    from runner.jvm.session import java_problem
 
     problem = java_problem()
     if problem:

@@ -1,4 +1,4 @@
-"""The first uses a small run's JVM makes while Spark starts (runner/java_warmup.py): a
+"""The first uses a small run's JVM makes while Spark starts (runner/jvm/java_warmup.py): a
 failure there is only logged at debug level, so a renamed Spark class or method would turn
 the warm-up off without a word. This calls each of them on Spark's JVM."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.java_warmup import _first_uses
+from runner.jvm.java_warmup import _first_uses
 
 pytestmark = pytest.mark.spark
 

@@ -11,8 +11,8 @@ from pyspark.sql import functions as F
 
 from runner.delta.snapshot import open_table
 from runner.index.naming import parse_data_file_name
+from runner.jvm.session import session_settings
 from runner.pipeline.run import run_pipeline
-from runner.session import session_settings
 from runner.sources.splits import MAX_PARTITION_BYTES, balanced_split_settings, split_settings
 from runner.spec import load_spec
 from tests.helpers import city_rows, city_target, write_spec

@@ -1,4 +1,4 @@
-"""Java's class-data archive of local runs (runner/java_cds.py): which run writes it, which
+"""Java's class-data archive of local runs (runner/jvm/java_cds.py): which run writes it, which
 use it, and the lock between them; no JVM is started here (the e2e runs use the archive)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from runner.java_cds import ClassArchive, java_binary
+from runner.jvm.java_cds import ClassArchive, java_binary
 
 
 @pytest.fixture
@@ -65,7 +65,7 @@ def test_each_environment_of_one_spark_version_has_its_own_archive(cache, tmp_pa
     same pyspark (another venv) would map the first's archive and quietly ignore it."""
     import pyspark
 
-    from runner.java_cds import archive_path
+    from runner.jvm.java_cds import archive_path
 
     java = java_binary() or sys.executable
     here = archive_path(java)

@@ -17,17 +17,17 @@ RUNNER = Path(__file__).resolve().parents[2] / "runner"
 # Lowest first. Peers share a layer and may not import each other.
 LAYERS: list[tuple[str, ...]] = [
     ("runner", "runner.errors"),
-    ("runner.faults", "runner.hudi", "runner.maven", "runner.user_code"),
+    ("runner.faults", "runner.hudi", "runner.jvm.maven", "runner.user_code"),
     ("runner.spec",),
-    ("runner.s3_connector",),
-    ("runner.spark_connectors",),
-    ("runner.java_cds", "runner.java_warmup"),
+    ("runner.jvm.s3_connector",),
+    ("runner.jvm.spark_connectors",),
+    ("runner.jvm.java_cds", "runner.jvm.java_warmup"),
     (
         "runner.logs",
-        "runner.session",
+        "runner.jvm.session",
         "runner.progress",
         "runner.fields",
-        "runner.worker_daemon",
+        "runner.jvm.worker_daemon",
         "runner.summary",
     ),
     ("runner.keygen", "runner.index"),

@@ -1,4 +1,4 @@
-"""Which local runs start their JVM with the quick JIT only (runner/session.py jit_option):
+"""Which local runs start their JVM with the quick JIT only (runner/jvm/session.py jit_option):
 those known, before Spark starts, to read a small input; no JVM is started here."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from runner.jvm.session import QUICK_JIT, jit_option
 from runner.pipeline import inputs
 from runner.pipeline.inputs import small_input
-from runner.session import QUICK_JIT, jit_option
 from runner.sources.checkpoint import starting_points
 from runner.sources.listing import local_bytes
 from runner.sources.plan import plan_sources

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runner import s3_connector
 from runner.errors import EnvironmentProblem
+from runner.jvm import s3_connector
 
 
 def test_the_versions_follow_pysparks_hadoop():
@@ -107,8 +107,8 @@ def test_fetch_jars_check_names_each_connector_and_how_to_fetch_it(tmp_path, mon
     named with the command that fetches it (no JVM, nothing fetched)."""
     from click.testing import CliRunner
 
-    from runner import spark_connectors
     from runner.cli import cli
+    from runner.jvm import spark_connectors
 
     monkeypatch.setenv("RUNNER_JAR_CACHE", str(tmp_path))
     avro = spark_connectors.avro()

@@ -11,9 +11,9 @@ import pyspark
 import pytest
 from click.testing import CliRunner
 
-from runner import spark_connectors
 from runner.cli import cli
-from runner.session import PYSPARK_VERSION
+from runner.jvm import spark_connectors
+from runner.jvm.session import PYSPARK_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 

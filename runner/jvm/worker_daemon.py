@@ -5,7 +5,7 @@ was being forked for one of them finds its socket closed before the task began, 
 daemon prints that EOFError's (or connection reset's) traceback on the driver's terminal,
 beside the run's one-line error. Nothing was lost or done: the worker had not started.
 This module is the daemon with that case ended quietly; every other error is printed as
-before. `runner.session` names it in `spark.python.daemon.module` for local runs (under
+before. `runner.jvm.session` names it in `spark.python.daemon.module` for local runs (under
 spark-submit the cluster's settings stand).
 """
 

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 import structlog
 
 from runner.errors import EnvironmentProblem
-from runner.java_cds import ClassArchive, java_binary
-from runner.java_warmup import warm_up_while_starting
+from runner.jvm.java_cds import ClassArchive, java_binary
+from runner.jvm.java_warmup import warm_up_while_starting
 from runner.spec.model import SparkSettings
 from runner.spec.secrets import resolve
 
@@ -95,8 +95,8 @@ def spark_session(
 
     Locally the spec's master and conf apply, and `jars` (JDBC drivers) join spark.jars; a
     run known to read a small input starts its JVM with the quick JIT only (jit_option) and
-    makes the first uses of the JVM parts it will need while Spark starts (runner/java_warmup.py;
-    `row_sources`: it reads JSON or CSV).
+    makes the first uses of the JVM parts it will need while Spark starts
+    (runner/jvm/java_warmup.py; `row_sources`: it reads JSON or CSV).
     Under spark-submit, master and every conf that spark-submit set win (jars included: the
     image has them); the spec only fills in SQL settings left unset.
     """
@@ -117,7 +117,7 @@ def spark_session(
                 spark.conf.set(key, value)
         return spark
 
-    archive = ClassArchive.for_java(java_binary())  # a faster start (runner/java_cds.py)
+    archive = ClassArchive.for_java(java_binary())  # a faster start (runner/jvm/java_cds.py)
     jit = jit_option(small_input)
     builder = builder.master(settings.master)
     for key, value in _local_conf(conf, _driver_java_options(archive, jit), jars).items():
@@ -145,7 +145,7 @@ def _local_conf(conf: dict[str, str], java_options: str, jars: Sequence[str]) ->
         "spark.sql.shuffle.partitions": "8",
         ARROW_BATCH_ROWS_SETTING: str(ARROW_BATCH_ROWS),
         # A cancelled task's worker ends without a traceback on the user's terminal.
-        "spark.python.daemon.module": "runner.worker_daemon",
+        "spark.python.daemon.module": "runner.jvm.worker_daemon",
     }
     # Python workers must run the interpreter that has runner and its dependencies.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from runner.maven import user_cache
+from runner.jvm.maven import user_cache
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -4,7 +4,7 @@ pyspark ships no S3 file system, so Spark reads `s3://` (file sources, Delta sou
 table's files for bucket expansion) only with these jars on its classpath. They are found,
 first match wins:
 - on Spark's classpath already: the image links them into pyspark's `jars/`;
-- in the jar cache (runner/maven.py), where `runner fetch-jars` puts them.
+- in the jar cache (runner/jvm/maven.py), where `runner fetch-jars` puts them.
 
 The SDK bundle carries unshaded copies of libraries pyspark has too (netty, slf4j, Apache
 HttpClient...). Next to Spark's own jars on the classpath they would replace some of
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runner.errors import EnvironmentProblem
-from runner.maven import cache_root, complete, copy_into, ensure_jars
+from runner.jvm.maven import cache_root, complete, copy_into, ensure_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -5,7 +5,7 @@ kafka-clients, the token provider and commons-pool2); Avro values decode with sp
 `from_avro`. They are found, first match wins:
 - on Spark's classpath already: the image links docker/jars/ into pyspark's `jars/`
   (`runner fetch-jars --into docker/jars` before `docker build`);
-- in the jar cache (runner/maven.py), where `runner fetch-jars` puts them, or where the
+- in the jar cache (runner/jvm/maven.py), where `runner fetch-jars` puts them, or where the
   first run that needs them copies them (a few MB, with `mvn`).
 
 The other jars kafka-clients depends on (lz4, snappy, zstd, slf4j) ship with pyspark, so
@@ -20,8 +20,8 @@ from functools import cache
 from pathlib import Path
 
 from runner.errors import EnvironmentProblem
-from runner.maven import cache_root, complete, copy_into, ensure_jars
-from runner.s3_connector import spark_jar_dir
+from runner.jvm.maven import cache_root, complete, copy_into, ensure_jars
+from runner.jvm.s3_connector import spark_jar_dir
 from runner.spec.model import Source
 
 # The connector versions for each pyspark version the runner installs with (pyproject.toml),
