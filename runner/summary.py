@@ -10,9 +10,27 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 SHOWN_SKIPPED = 5
+
+# How a run or table action ended, as its record in the history says:
+# committed: a new table version; done: a clean that removed files (it commits nothing);
+# nothing_new: no source had anything new (no commit, or only
+# the chosen checkpoints); nothing_to_do: the batch changed no row, or a service found no
+# work; already_committed: the --batch-id was committed before; failed: an error ended it
+# (the table is as it was); interrupted: it was killed, found later by its heartbeat (it
+# committed nothing).
+Outcome = Literal[
+    "committed",
+    "done",
+    "nothing_new",
+    "nothing_to_do",
+    "already_committed",
+    "failed",
+    "interrupted",
+]
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
 # Told of each stage as it starts (True) and ends (False): runner/progress.py shows the
 # stage a long run is in. A listener must not raise: it runs inside the run's stages.
@@ -48,6 +66,28 @@ class Stages:
     def _tell(self, name: str, started: bool) -> None:
         for listener in tuple(self.listeners):  # one may leave as the stage ends
             listener(name, started)
+
+
+@dataclass(frozen=True)
+class ActionFigures:
+    """What a table action's result gives its record in the run history, and so its
+    Prometheus metrics and OpenLineage events: each action's summary says it once
+    (`record()`), and runner/observe reads nothing else of it."""
+
+    outcome: Outcome
+    version: int | None = None  # the version committed
+    instant: str | None = None
+    rows_read: int = 0
+    files_added: int = 0
+    files_removed: int = 0
+    bytes_written: int = 0
+
+    @staticmethod
+    def committed_or_not(version: int | None) -> Outcome:
+        return "committed" if version is not None else "nothing_to_do"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass

@@ -131,8 +131,9 @@ def assert_stale_writer_refused(stale: Any) -> None:
     commit a rewrite of one of the files it read: the layout changed under it."""
     import pytest
 
-    from runner.delta.transaction import Commit, RunRule, commit
+    from runner.delta.transaction import Commit, commit
     from runner.errors import CommitConflictError
+    from runner.pipeline.commit_stage import RunRule
 
     some_file = stale.files()[0]
     rewrite = Commit(

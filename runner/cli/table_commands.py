@@ -7,19 +7,24 @@ import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
 from runner.cli.options import options_as
 from runner.spec.secrets import scrub, scrub_values
 
+T = TypeVar("T")
+
 if TYPE_CHECKING:
+    from runner.observe.record import Kind
     from runner.services.clean import CleanSummary
     from runner.services.compact import CompactSummary
     from runner.services.expand import ExpandSummary
     from runner.services.expansion_plan import ExpansionPlan
     from runner.services.restore import RestoreSummary
+    from runner.spec.model import PipelineSpec
+    from runner.summary import ActionFigures
 
 _POLICY = click.Choice(["multiple_rehash", "overwrite", "split"])
 
@@ -108,7 +113,6 @@ def plan(options: ExpandOptions) -> None:
 
 
 def _expand(options: ExpandOptions) -> None:
-    from runner.observe.observed import Observer
     from runner.services.expand import ExpansionRequest, expand_table
     from runner.spec import load_spec
 
@@ -120,12 +124,7 @@ def _expand(options: ExpandOptions) -> None:
     def work() -> tuple[ExpansionPlan, ExpandSummary | None]:
         return expand_table(pipeline, request, console_progress=sys.stderr.isatty())
 
-    if options.dry_run:
-        planned, done = work()
-    else:
-        planned, done = Observer(pipeline).service(
-            "expansion", work, lambda result: _expanded(result[1])
-        )
+    planned, done = _observed(pipeline, "expansion", work, _expanded, options.dry_run)
     if options.as_json:
         out = {"plan": planned.to_dict(), "result": done.to_dict() if done else None}
         click.echo(json.dumps(scrub_values(out), indent=2))
@@ -134,10 +133,31 @@ def _expand(options: ExpandOptions) -> None:
     click.echo("dry run: nothing was changed" if done is None else scrub(done.render()))
 
 
-def _expanded(done: ExpandSummary | None) -> dict[str, Any]:
-    from runner.observe.observed import expansion_figures
+def _expanded(result: tuple[ExpansionPlan, ExpandSummary | None]) -> ActionFigures:
+    from runner.summary import ActionFigures
 
-    return expansion_figures(done) if done is not None else {"outcome": "nothing_to_do"}
+    done = result[1]
+    return done.record() if done is not None else ActionFigures("nothing_to_do")
+
+
+def _observed(
+    pipeline: PipelineSpec,
+    kind: Kind,
+    work: Callable[[], T],
+    figures: Callable[[T], ActionFigures],
+    dry_run: bool,
+) -> T:
+    """A table action's work, recorded (history, metrics, lineage) with the figures its
+    result gives, unless it is a dry run."""
+    from runner.observe.observed import Observer
+
+    return work() if dry_run else Observer(pipeline).service(kind, work, figures)
+
+
+def _print(done: CleanSummary | CompactSummary | RestoreSummary, as_json: bool) -> None:
+    click.echo(
+        json.dumps(scrub_values(done.to_dict()), indent=2) if as_json else scrub(done.render())
+    )
 
 
 @click.command()
@@ -169,8 +189,7 @@ def clean(
     old. Files the runner did not write, and symbolic links, are listed and left alone.
     Starts no JVM.
     """
-    from runner.observe.observed import Observer, clean_figures
-    from runner.services.clean import clean_table
+    from runner.services.clean import CleanSummary, clean_table
     from runner.spec import load_spec
 
     pipeline = load_spec(spec)
@@ -178,10 +197,7 @@ def clean(
     def work() -> CleanSummary:
         return clean_table(pipeline, retain_commits, min_age_hours, dry_run)
 
-    done = work() if dry_run else Observer(pipeline).service("clean", work, clean_figures)
-    click.echo(
-        json.dumps(scrub_values(done.to_dict()), indent=2) if as_json else scrub(done.render())
-    )
+    _print(_observed(pipeline, "clean", work, CleanSummary.record, dry_run), as_json)
 
 
 @click.command()
@@ -206,8 +222,7 @@ def compact(spec: str, partitions: tuple[str, ...], dry_run: bool, as_json: bool
     Each folded bucket becomes one file sorted by key, in one commit that changes no row.
     A bucket a writer changes meanwhile is left for the next compaction, never half done.
     """
-    from runner.observe.observed import Observer, compaction_figures
-    from runner.services.compact import compact_table
+    from runner.services.compact import CompactSummary, compact_table
     from runner.spec import load_spec
 
     pipeline = load_spec(spec)
@@ -215,10 +230,7 @@ def compact(spec: str, partitions: tuple[str, ...], dry_run: bool, as_json: bool
     def work() -> CompactSummary:
         return compact_table(pipeline, partitions, dry_run, console_progress=sys.stderr.isatty())
 
-    done = work() if dry_run else Observer(pipeline).service("compaction", work, compaction_figures)
-    click.echo(
-        json.dumps(scrub_values(done.to_dict()), indent=2) if as_json else scrub(done.render())
-    )
+    _print(_observed(pipeline, "compaction", work, CompactSummary.record, dry_run), as_json)
 
 
 @click.command()
@@ -249,8 +261,7 @@ def restore(spec: str, to: str, dry_run: bool, as_json: bool) -> None:
     needs (the error names the versions that can be restored). If another writer commits
     meanwhile, one of the two fails and says to run again. Starts no JVM.
     """
-    from runner.observe.observed import Observer, restore_figures
-    from runner.services.restore import restore_table
+    from runner.services.restore import RestoreSummary, restore_table
     from runner.spec import load_spec
 
     pipeline = load_spec(spec)
@@ -258,10 +269,7 @@ def restore(spec: str, to: str, dry_run: bool, as_json: bool) -> None:
     def work() -> RestoreSummary:
         return restore_table(pipeline, to, dry_run)
 
-    done = work() if dry_run else Observer(pipeline).service("restore", work, restore_figures)
-    click.echo(
-        json.dumps(scrub_values(done.to_dict()), indent=2) if as_json else scrub(done.render())
-    )
+    _print(_observed(pipeline, "restore", work, RestoreSummary.record, dry_run), as_json)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,7 +19,7 @@ version after the snapshot the writer read, in ONE loop for every writer:
 2. **Version taken.** The table is reloaded and the writer's conflict rule compares it
    with what the writer read:
    - nothing the writer depends on changed: the same commit goes again on the new version
-     (a run gives up after `COMMIT_ATTEMPTS` such rounds; expansion and compaction go on);
+     (a run gives up after a few such rounds; expansion and compaction go on);
    - buckets the writer writes changed (a `BucketClash`): with a `Resolver`, the writer
      redoes its commit for the new version (a run merges its batch again into those buckets,
      up to `target.commit_retries` times; a compaction drops them) and that commit goes on;
@@ -28,17 +28,20 @@ version after the snapshot the writer read, in ONE loop for every writer:
      the batch was committed meanwhile, an expansion's partitions changed): the commit stops
      with the rule's error; nothing was committed.
 
-The rules: `RunRule` (settings, checkpoint guard, batch id, buckets), `ExpansionRule`
-(settings or schema, the files of the regrown partitions or split buckets), `CompactionRule`
-(settings, buckets), `RewriteRule` (no other commit at all: a schema rewrite, a restore).
+Each rule sits beside the action it is for: a run's `RunRule` in
+runner/pipeline/commit_stage.py (settings, checkpoint guard, batch id, buckets), an
+expansion's `ExpansionRule` in runner/services/expand.py (settings or schema, the files of
+the regrown partitions or split buckets), a compaction's `CompactionRule` in
+runner/services/compact.py (settings, buckets), `RewriteRule` in
+runner/services/table_change.py (no other commit at all: a schema rewrite, a restore).
 delta-rs refuses a commit with removes whenever another writer removed any file since the
 read, even in other buckets; the rules are why such a refusal is usually just a
-reason to commit again.
+reason to commit again. Every action reaches `commit()` through
+runner/services/table_change.py, which holds the guards and fault points around it.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -73,9 +76,6 @@ from runner.delta.snapshot import DataFile, Group, TableSnapshot, open_table
 from runner.errors import CommitConflictError
 
 log = structlog.get_logger(__name__)
-
-# Versions a run's commit may be overtaken by before it gives up (no conflict among them).
-COMMIT_ATTEMPTS = 5
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -213,139 +213,10 @@ def changed_buckets(changes: Commit, latest: TableSnapshot) -> list[Group]:
     return sorted(gone | grown)
 
 
-@dataclass(frozen=True)
-class RunRule:
-    """A run's commit goes on unless the settings changed (its files follow the old layout),
-    `still_valid` objects (its checkpoints went stale), its batch was committed, or buckets
-    it writes changed (a stored file given a deletion vector counts as read: no delete is
-    lost); after `max_attempts` overtaken attempts it gives up."""
-
-    still_valid: Callable[[TableSnapshot], str | None] | None = None
-    max_attempts: int = COMMIT_ATTEMPTS
-
-    def conflict(
-        self, changes: Commit, read: TableSnapshot, latest: TableSnapshot, attempt: int
-    ) -> CommitConflictError | None:
-        if latest.configuration != read.configuration:
-            return CommitConflictError(
-                f"the settings of {read.uri} changed while this run wrote (version "
-                f"{latest.version}, for example a bucket expansion); its files follow the "
-                "old layout, so nothing of this run was committed: run the pipeline again"
-            )
-        changed = _columns_changed(read, latest)
-        if changed:
-            return CommitConflictError(
-                f"another writer renamed, dropped or retyped column(s) {', '.join(changed)} "
-                f"of {read.uri} while this run wrote (version {latest.version}); its files "
-                "have the old columns, so nothing of this run was committed: run the "
-                "pipeline again"
-            )
-        problem = self.still_valid(latest) if self.still_valid else None
-        if problem:
-            return CommitConflictError(problem)
-        if changes.app_id and batch_committed(latest.table, changes.app_id):
-            return CommitConflictError(
-                f"batch {changes.app_id} was committed by another run meanwhile (version "
-                f"{latest.version}); nothing of this run was committed"
-            )
-        clashes = changed_buckets(changes, latest)
-        if clashes:
-            return BucketClash(clashes, latest)
-        if attempt >= self.max_attempts:
-            return CommitConflictError(
-                f"{read.uri} kept changing: {self.max_attempts} commit attempts were overtaken "
-                "by other writers; nothing was committed: run the pipeline again"
-            )
-        return None
-
-
 def batch_committed(table: DeltaTable, app_id: str) -> bool:
     """The batch of `app_id` is committed to `table`: its app transaction is there and no
     restore undid it since."""
     return table.transaction_version(app_id) not in (None, BATCH_UNDONE)
-
-
-def _columns_changed(read: TableSnapshot, latest: TableSnapshot) -> list[str]:
-    """The columns of `read`'s schema that `latest` lacks or types otherwise (a column
-    another writer added is no change: older files read it as null)."""
-    if latest.version == read.version:
-        return []
-    now = {f["name"]: f["type"] for f in json.loads(latest.table.schema().to_json())["fields"]}
-    before = json.loads(read.table.schema().to_json())["fields"]
-    # inside a struct, list or map, changes are added fields or widenings (Delta's type
-    # widening), which read older files as they are
-    return [
-        f["name"]
-        for f in before
-        if f["name"] not in now
-        or (isinstance(f["type"], str) and now[f["name"]] != f["type"])
-        or (isinstance(f["type"], dict) and not isinstance(now[f["name"]], dict))
-    ]
-
-
-@dataclass(frozen=True)
-class ExpansionRule:
-    """An expansion's commit goes on unless the settings or the schema changed, or any file
-    of `partitions` (the ones it regrows) did, or of `buckets` when given (the buckets a
-    split rewrites, in those partitions): a deletion vector added meanwhile changes a file
-    as much as replacing it."""
-
-    partitions: frozenset[str]
-    buckets: frozenset[Group] | None = None
-
-    def conflict(
-        self, changes: Commit, read: TableSnapshot, latest: TableSnapshot, attempt: int
-    ) -> CommitConflictError | None:
-        if latest.configuration != read.configuration or (
-            latest.table.schema().to_json() != read.table.schema().to_json()
-        ):
-            return CommitConflictError(
-                f"another writer changed the settings or schema of {latest.uri} (version "
-                f"{latest.version}) during the expansion; nothing was committed: run it again"
-            )
-        now = {
-            (f.path, f.deletion_vector)
-            for f in latest.files()
-            if f.partition_path in self.partitions
-            and (self.buckets is None or (f.partition_path, f.bucket) in self.buckets)
-        }
-        if now != {(f.path, f.deletion_vector) for f in changes.removed}:
-            return CommitConflictError(
-                f"another writer changed files of the partitions being expanded (version "
-                f"{latest.version} of {latest.uri}); nothing was committed: run the expansion again"
-            )
-        return None
-
-
-@dataclass(frozen=True)
-class RewriteRule:
-    """A commit that replaces every file of the table (a schema rewrite) goes on only where
-    no other writer committed since it read the table."""
-
-    def conflict(
-        self, changes: Commit, read: TableSnapshot, latest: TableSnapshot, attempt: int
-    ) -> CommitConflictError | None:
-        return CommitConflictError(
-            f"another writer committed version {latest.version} of {latest.uri} while the "
-            f"{changes.writer} read the table; nothing was committed: run again"
-        )
-
-
-@dataclass(frozen=True)
-class CompactionRule:
-    """A compaction's commit goes on unless the settings changed; buckets whose files or
-    deletion vectors changed clash (its resolver drops them)."""
-
-    def conflict(
-        self, changes: Commit, read: TableSnapshot, latest: TableSnapshot, attempt: int
-    ) -> CommitConflictError | None:
-        if latest.configuration != read.configuration:
-            return CommitConflictError(
-                f"the settings of {latest.uri} changed during the compaction (version "
-                f"{latest.version}); nothing was committed: run it again"
-            )
-        clashes = changed_buckets(changes, latest)
-        return BucketClash(clashes, latest) if clashes else None
 
 
 def _publish(snapshot: TableSnapshot, changes: Commit) -> int:

@@ -25,15 +25,10 @@ from runner.observe.record import Kind, RunRecord, from_summary, now, one_line, 
 from runner.pipeline.context import RunOptions
 from runner.pipeline.run import run_pipeline
 from runner.spec.model import PipelineSpec
-from runner.summary import RunSummary, Stages
+from runner.summary import ActionFigures, RunSummary, Stages
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-    from runner.services.clean import CleanSummary
-    from runner.services.compact import CompactSummary
-    from runner.services.expand import ExpandSummary
-    from runner.services.restore import RestoreSummary
 
 log = structlog.get_logger(__name__)
 
@@ -80,10 +75,10 @@ class Observer:
         return summary
 
     def service(
-        self, kind: Kind, work: Callable[[], T], figures: Callable[[T], dict[str, Any]]
+        self, kind: Kind, work: Callable[[], T], figures: Callable[[T], ActionFigures]
     ) -> T:
-        """An expansion, compaction, clean or restore, recorded with the figures its
-        summary gives."""
+        """A table action (an expansion, compaction, clean or restore), recorded with the
+        figures its summary gives."""
         started = now()
         run_id = self._start()
         self._before(started)
@@ -99,7 +94,7 @@ class Observer:
             )
             self._after(record)
             raise
-        self._after(RunRecord(**self._identity(kind, run_id, started), **figures(done)))
+        self._after(RunRecord(**self._identity(kind, run_id, started), **figures(done).to_dict()))
         return done
 
     def _start(self) -> str:
@@ -173,35 +168,3 @@ class Observer:
             history.append(path, [record])
         self.metrics.observe(record)
         self.lineage.finish(record)
-
-
-def expansion_figures(done: ExpandSummary) -> dict[str, Any]:
-    return {**compaction_figures(done), "instant": done.instant}
-
-
-def compaction_figures(done: CompactSummary | ExpandSummary) -> dict[str, Any]:
-    """A rewrite's figures: the files it read and replaced, the ones it wrote."""
-    return {
-        "outcome": "committed" if done.version is not None else "nothing_to_do",
-        "version": done.version,
-        "rows_read": done.rows,
-        "files_added": done.files_written,
-        "files_removed": done.files_read,
-        "bytes_written": done.bytes_written,
-    }
-
-
-def clean_figures(done: CleanSummary) -> dict[str, Any]:
-    return {"outcome": "done" if done.files else "nothing_to_do", "files_removed": len(done.files)}
-
-
-def restore_figures(done: RestoreSummary) -> dict[str, Any]:
-    """A restore's figures: the files it took out and added back, its instant."""
-    return {
-        "outcome": "committed" if done.version is not None else "nothing_to_do",
-        "version": done.version,
-        "instant": done.instant,
-        "files_added": done.files_added,
-        "files_removed": done.files_removed,
-        "bytes_written": done.change_bytes,
-    }

@@ -12,28 +12,12 @@ import datetime as dt
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from runner.spec.secrets import scrub
-from runner.summary import RunSummary
+from runner.summary import Outcome, RunSummary
 
 Kind = Literal["run", "expansion", "compaction", "clean", "restore"]
-# committed: a new table version; done: a clean that removed files (it commits nothing);
-# nothing_new: no source had anything new (no commit, or only
-# the chosen checkpoints); nothing_to_do: the batch changed no row, or a service found no
-# work; already_committed: the --batch-id was committed before; failed: an error ended it
-# (the table is as it was); interrupted: it was killed, found later by its heartbeat (it
-# committed nothing).
-Outcome = Literal[
-    "committed",
-    "done",
-    "nothing_new",
-    "nothing_to_do",
-    "already_committed",
-    "failed",
-    "interrupted",
-]
-OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 MESSAGE_CHARS = 500  # an error's message is kept to its first line, cut at this length
 
 

@@ -19,8 +19,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from runner.delta.snapshot import TableSnapshot, open_table
 from runner.index.layout import BucketLayout
-from runner.observe.record import OUTCOMES, RunRecord, one_line
+from runner.observe.record import RunRecord, one_line
 from runner.spec.secrets import scrub
+from runner.summary import OUTCOMES
 
 log = structlog.get_logger(__name__)
 

@@ -1,47 +1,91 @@
-"""After a run's commit: the table services its spec asks for, each a service of its own
-(runner/services/), run in the order a reader benefits from: compaction, expansion, clean."""
+"""After a run's commit: the table actions its spec asks for (runner/services/), in the order
+a reader benefits from: compaction, expansion, clean. A new after-commit action is one entry
+of `AFTER_COMMIT`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import SparkSession
 
 from runner.pipeline.context import RunContext
-from runner.services.clean import clean_table
-from runner.services.compact import compact_if_due
-from runner.services.expand import expand_if_due
+from runner.services.clean import CleanSummary, clean_table
+from runner.services.compact import CompactSummary, compact_if_due
+from runner.services.expand import ExpandSummary, expand_if_due
+from runner.spec.model import Target
+
+
+@dataclass(frozen=True)
+class AfterCommit:
+    """One action a run may take once its version is committed."""
+
+    figure: str  # its field in the run summary (None there when it did not run)
+    stage: str  # its stage in the run summary's seconds
+    # the spec asks for it: its stage is timed (and shown) whenever it does; None: only
+    # when it did something, with the seconds its own summary gives (an expansion, which
+    # is asked for by the table's growth, not by the spec)
+    asked: Callable[[Target], bool] | None
+    run: Callable[[SparkSession, RunContext], Any]  # its summary; None: nothing to do
+    figures: Callable[[Any], Any]  # the summary field's value from its summary
+
+
+def _compacted(done: CompactSummary | None) -> dict[str, Any] | None:
+    return done.to_dict() if done else None
+
+
+def _expanded(done: ExpandSummary | None) -> dict[str, Any] | None:
+    return done.to_dict() if done else None
+
+
+def _cleaned(done: CleanSummary) -> int:
+    return len(done.files)
+
+
+AFTER_COMMIT: tuple[AfterCommit, ...] = (
+    AfterCommit(
+        "compaction",
+        "compact",
+        lambda t: t.table_type == "MERGE_ON_READ" and t.compaction.after_commit,
+        lambda spark, ctx: compact_if_due(spark, ctx.spec),
+        _compacted,
+    ),
+    AfterCommit(
+        "expansion", "expand", None, lambda spark, ctx: expand_if_due(spark, ctx.spec), _expanded
+    ),
+    AfterCommit(
+        "files_cleaned",
+        "clean",
+        lambda t: t.cleaning.after_commit,
+        lambda spark, ctx: clean_table(ctx.spec),
+        _cleaned,
+    ),
+)
 
 
 @dataclass(frozen=True)
 class ServicesRun:
-    compaction: dict[str, Any] | None = None  # target.compaction.after_commit, if it folded any
-    expansion: dict[str, Any] | None = None  # the automatic expansion, if one ran
-    files_cleaned: int | None = None  # by target.cleaning.after_commit
+    """The run summary's fields of the after-commit actions (None: it did not run)."""
+
+    done: tuple[tuple[str, Any], ...] = ()
 
     def figures(self) -> dict[str, Any]:
-        return {
-            "compaction": self.compaction,
-            "expansion": self.expansion,
-            "files_cleaned": self.files_cleaned,
-        }
+        return {action.figure: None for action in AFTER_COMMIT} | dict(self.done)
 
 
 def after_commit(ctx: RunContext, spark: SparkSession) -> ServicesRun:
-    """Compaction, expansion and cleaning the spec asks for once a version is committed."""
-    target = ctx.target
-    compaction = expansion = None
-    files_cleaned = None
-    if target.table_type == "MERGE_ON_READ" and target.compaction.after_commit:
-        with ctx.stage("compact"):
-            compacted = compact_if_due(spark, ctx.spec)
-        compaction = compacted.to_dict() if compacted else None
-    expanded = expand_if_due(spark, ctx.spec)
-    if expanded:
-        expansion = expanded.to_dict()
-        ctx.stages.seconds["expand"] = expanded.seconds
-    if target.cleaning.after_commit:
-        with ctx.stage("clean"):
-            files_cleaned = len(clean_table(ctx.spec).files)
-    return ServicesRun(compaction, expansion, files_cleaned)
+    """Each after-commit action, in order, that the spec or the table's growth asks for."""
+    done = []
+    for action in AFTER_COMMIT:
+        if action.asked is None:
+            result = action.run(spark, ctx)
+            if result is not None:
+                ctx.stages.seconds[action.stage] = result.seconds
+        elif action.asked(ctx.target):
+            with ctx.stage(action.stage):
+                result = action.run(spark, ctx)
+        else:
+            continue
+        done.append((action.figure, action.figures(result)))
+    return ServicesRun(tuple(done))

@@ -9,6 +9,7 @@ moved the source checkpoints it read from.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,6 @@ import pyarrow as pa
 import structlog
 from pyspark.sql import Row
 
-from runner import faults
 from runner.delta.log_entry import NewFile
 from runner.delta.schema import SchemaPlan
 from runner.delta.schema_evolution import delta_type
@@ -29,7 +29,14 @@ from runner.delta.table_setup import (
     enable_change_feed,
     evolve_schema,
 )
-from runner.delta.transaction import Commit, Resolver, RunRule, commit
+from runner.delta.transaction import (
+    BucketClash,
+    Commit,
+    Resolver,
+    batch_committed,
+    changed_buckets,
+    commit,
+)
 from runner.errors import CommitConflictError
 from runner.pipeline.context import RunContext
 from runner.pipeline.figures import (
@@ -40,6 +47,7 @@ from runner.pipeline.figures import (
     new_files,
 )
 from runner.pipeline.inputs import Inputs
+from runner.services.table_change import TableChange, ToCommit
 from runner.sources.checkpoint import FIELD as CHECKPOINT_FIELD
 from runner.sources.checkpoint import StartingPoints, last_checkpoints
 from runner.spec.model import PipelineSpec
@@ -96,7 +104,6 @@ def prepare_commit(
     checkpoint moved. The table is created (or its new columns added) first."""
     checkpoints, moved = inputs.checkpoints()
     results, stored = written.results, written.stored
-    faults.maybe_fail("before_commit")
     if not changed(results) and not moved:
         log.info("nothing_to_commit")
         return None
@@ -147,19 +154,26 @@ def unused_change_files(
     return [r.cdc_path for r in results if r.cdc_path]
 
 
-def commit_prepared(
-    ctx: RunContext, inputs: Inputs, prepared: Prepared | None, resolver: Resolver | None = None
-) -> int | None:
-    """One Delta version through the transaction, under the run's conflict rule; with a
-    `resolver`, a clash on the same buckets is answered by it (the run's re-merge)."""
-    if prepared is None:
-        return None
+def commit_run(
+    ctx: RunContext,
+    change: TableChange,
+    inputs: Inputs,
+    prepare: Callable[[], Prepared | None],
+    resolver: Resolver | None = None,
+) -> tuple[int | None, Prepared | None]:
+    """One Delta version through the table change, under the run's conflict rule; with a
+    `resolver`, a clash on the same buckets is answered by it (the run's re-merge). The
+    version (None: nothing to commit) and what was prepared."""
+    prepared: Prepared | None = None
+
+    def to_commit() -> ToCommit:
+        nonlocal prepared
+        prepared = prepare()
+        return (prepared.snapshot, prepared.changes) if prepared is not None else None
+
     rule = RunRule(checkpoint_guard(ctx.spec, inputs.points))
-    version = commit(prepared.snapshot, prepared.changes, rule, resolver)
-    if version is None:
-        return None
-    faults.maybe_fail("after_commit")
-    return version
+    version = change.commit(to_commit, rule, resolver)
+    return version, prepared
 
 
 def log_commit(version: int | None, figures: Mapping[str, Any]) -> None:
@@ -269,3 +283,71 @@ def refuse_new_columns(latest: TableSnapshot, schema: SchemaPlan) -> None:
             f"column(s) {', '.join(added)} in buckets this run rewrites; nothing of this run "
             "was committed: run it again (its input must then have those columns)"
         )
+
+
+# Versions a run's commit may be overtaken by before it gives up (no conflict among them).
+COMMIT_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class RunRule:
+    """A run's commit goes on unless the settings changed (its files follow the old layout),
+    `still_valid` objects (its checkpoints went stale), its batch was committed, or buckets
+    it writes changed (a stored file given a deletion vector counts as read: no delete is
+    lost); after `max_attempts` overtaken attempts it gives up."""
+
+    still_valid: Callable[[TableSnapshot], str | None] | None = None
+    max_attempts: int = COMMIT_ATTEMPTS
+
+    def conflict(
+        self, changes: Commit, read: TableSnapshot, latest: TableSnapshot, attempt: int
+    ) -> CommitConflictError | None:
+        if latest.configuration != read.configuration:
+            return CommitConflictError(
+                f"the settings of {read.uri} changed while this run wrote (version "
+                f"{latest.version}, for example a bucket expansion); its files follow the "
+                "old layout, so nothing of this run was committed: run the pipeline again"
+            )
+        changed = _columns_changed(read, latest)
+        if changed:
+            return CommitConflictError(
+                f"another writer renamed, dropped or retyped column(s) {', '.join(changed)} "
+                f"of {read.uri} while this run wrote (version {latest.version}); its files "
+                "have the old columns, so nothing of this run was committed: run the "
+                "pipeline again"
+            )
+        problem = self.still_valid(latest) if self.still_valid else None
+        if problem:
+            return CommitConflictError(problem)
+        if changes.app_id and batch_committed(latest.table, changes.app_id):
+            return CommitConflictError(
+                f"batch {changes.app_id} was committed by another run meanwhile (version "
+                f"{latest.version}); nothing of this run was committed"
+            )
+        clashes = changed_buckets(changes, latest)
+        if clashes:
+            return BucketClash(clashes, latest)
+        if attempt >= self.max_attempts:
+            return CommitConflictError(
+                f"{read.uri} kept changing: {self.max_attempts} commit attempts were overtaken "
+                "by other writers; nothing was committed: run the pipeline again"
+            )
+        return None
+
+
+def _columns_changed(read: TableSnapshot, latest: TableSnapshot) -> list[str]:
+    """The columns of `read`'s schema that `latest` lacks or types otherwise (a column
+    another writer added is no change: older files read it as null)."""
+    if latest.version == read.version:
+        return []
+    now = {f["name"]: f["type"] for f in json.loads(latest.table.schema().to_json())["fields"]}
+    before = json.loads(read.table.schema().to_json())["fields"]
+    # inside a struct, list or map, changes are added fields or widenings (Delta's type
+    # widening), which read older files as they are
+    return [
+        f["name"]
+        for f in before
+        if f["name"] not in now
+        or (isinstance(f["type"], str) and now[f["name"]] != f["type"])
+        or (isinstance(f["type"], dict) and not isinstance(now[f["name"]], dict))
+    ]

@@ -37,9 +37,10 @@ from runner.pipeline.batch import Batch, plan_batch, table_layout
 from runner.pipeline.bucket_plan import plan_buckets, refuse_occupied
 from runner.pipeline.commit_stage import (
     Committed,
+    Prepared,
     Written,
     commit_checkpoints_only,
-    commit_prepared,
+    commit_run,
     create_empty_table,
     log_commit,
     prepare_commit,
@@ -56,14 +57,14 @@ from runner.pipeline.rewrite_stage import pending_rewrite, rewrite_before_write
 from runner.pipeline.winners import single_pass
 from runner.pipeline.write_stage import MergeInput, write_buckets, write_bulk
 from runner.progress import Progress
+from runner.services.table_change import TableChange
 from runner.sources.bad_input import reading
 from runner.sources.file_rows import why_spark_sends_rows
 from runner.spec.model import PipelineSpec
 from runner.storage.in_flight import in_flight
-from runner.storage.location import writing
 from runner.summary import RunSummary
 from runner.write.bulk_writer import OCCUPIED, places_overflow
-from runner.write.uncommitted import remove_files, remove_uncommitted
+from runner.write.uncommitted import remove_files
 
 log = structlog.get_logger(__name__)
 
@@ -268,7 +269,8 @@ def _merge(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Committed]:
     verdicts = {**verdict_figures(counted.verdicts), **rewrite}
     keyed = batch.judged.where(F.col(FATE).isNull())  # the rows to write
     merge = MergeInput(run.spark, keyed, batch.schema)
-    with writing(ctx.target.path):
+    change = _change(ctx, run)
+    with change.guarded():
         try:
             plan = plan_buckets(run.spark, ctx.target, run.snapshot, counted.groups, keyed)
             with ctx.stage("write"):
@@ -278,24 +280,36 @@ def _merge(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Committed]:
             if ctx.options.dry_run:  # counted; the scratch files go with the run
                 return remerge.figures(verdicts), _dry_run(batch)
             with ctx.stage("commit"):
-                prepared = prepare_commit(
+                version, prepared = commit_run(
                     ctx,
-                    run.snapshot,
-                    batch.schema,
+                    change,
                     run.inputs,
-                    remerge.written,
-                    remerge.figures(verdicts),
+                    lambda: prepare_commit(
+                        ctx,
+                        run.snapshot,
+                        batch.schema,
+                        run.inputs,
+                        remerge.written,
+                        remerge.figures(verdicts),
+                    ),
+                    remerge.resolver(verdicts),
                 )
-                version = commit_prepared(ctx, run.inputs, prepared, remerge.resolver(verdicts))
             figures = remerge.figures(verdicts)
             remove_files(ctx.table, unused_change_files(remerge.results, remerge.plan.stored))
             log_commit(version, figures)
             added = remerge.columns_added or (prepared.columns_added if prepared else ())
             return figures, Committed(version, added)
         except BaseException as failure:
-            remove_uncommitted(run.spark, ctx.table, ctx.instant)
             _note_rewrite(failure, rewrite)
             raise
+
+
+def _change(ctx: RunContext, run: _ToWrite) -> TableChange:
+    """The run's change of its table: its heartbeat is held from its first file to its
+    after-commit services (`_run`), so the change holds none of its own."""
+    return TableChange(
+        ctx.table, ctx.instant, "run", run.spark, heartbeat=False, shown=ctx.target.path
+    )
 
 
 def _note_rewrite(failure: BaseException, rewrite: dict[str, Any]) -> None:
@@ -327,7 +341,7 @@ def _bulk_insert(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Commit
     log.info("bulk_rows_from", source=rows_from)
     occupied = frozenset(pp for pp, _ in snapshot.files_by_group()) if snapshot else frozenset()
     rewrite: dict[str, Any] = {}
-    with writing(target.path):
+    with _change(ctx, run).guarded():
         try:
             with ctx.stage("write"):
                 columns = None if why_not else tuple(data)
@@ -351,20 +365,30 @@ def _bulk_insert(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Commit
             if ctx.options.dry_run:
                 return figures, _dry_run(batch)
             with ctx.stage("commit"):
-                prepared = prepare_commit(
-                    ctx, snapshot, batch.schema, run.inputs, Written(tuple(files), {}), figures
-                )
-                try:
-                    version = commit_prepared(ctx, run.inputs, prepared)
-                except BucketClash as clash:
-                    raise CommitConflictError(
-                        f"another writer wrote into this bulk_insert's partitions meanwhile "
-                        f"(version {clash.latest.version}); bulk_insert writes only into "
-                        "empty partitions, so nothing of this run was committed"
-                    ) from clash
+                version, prepared = _commit_bulk(ctx, run, Written(tuple(files), {}), figures)
             log_commit(version, figures)
             return figures, Committed(version, prepared.columns_added if prepared else ())
         except BaseException as failure:
-            remove_uncommitted(run.spark, ctx.table, ctx.instant)
             _note_rewrite(failure, rewrite)
             raise
+
+
+def _commit_bulk(
+    ctx: RunContext, run: _ToWrite, written: Written, figures: dict[str, Any]
+) -> tuple[int | None, Prepared | None]:
+    """A bulk_insert's commit: another writer's files in its buckets are a conflict, since
+    it writes only into empty partitions."""
+    schema, inputs = run.batch.schema, run.inputs
+    try:
+        return commit_run(
+            ctx,
+            _change(ctx, run),
+            inputs,
+            lambda: prepare_commit(ctx, run.snapshot, schema, inputs, written, figures),
+        )
+    except BucketClash as clash:
+        raise CommitConflictError(
+            f"another writer wrote into this bulk_insert's partitions meanwhile "
+            f"(version {clash.latest.version}); bulk_insert writes only into "
+            "empty partitions, so nothing of this run was committed"
+        ) from clash

@@ -46,7 +46,7 @@ from runner.errors import UserError
 from runner.spec.model import PipelineSpec
 from runner.storage.in_flight import heartbeats, remove_heartbeat
 from runner.storage.location import TableLocation
-from runner.summary import human_size
+from runner.summary import ActionFigures, human_size
 
 log = structlog.get_logger(__name__)
 SHOWN = 20
@@ -63,6 +63,11 @@ class CleanSummary:
     not_runners: list[str] = field(default_factory=list)  # left alone: the runner did not write
     too_young: int = 0  # the runner's, unreferenced, younger than min_age_hours: kept
     in_flight: int = 0  # the runner's, of a writer still running (its heartbeat): kept
+
+    def record(self) -> ActionFigures:
+        return ActionFigures(
+            "done" if self.files else "nothing_to_do", files_removed=len(self.files)
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

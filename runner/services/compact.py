@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
@@ -36,19 +35,18 @@ from runner import faults
 from runner.delta.log_entry import NewFile, check_log_writable
 from runner.delta.snapshot import DataFile, Group, TableSnapshot, open_table
 from runner.delta.table_config import check_table_settings
-from runner.delta.transaction import BucketClash, Commit, CompactionRule, Resolver, commit
+from runner.delta.transaction import BucketClash, Commit, Resolver, changed_buckets
 from runner.errors import CommitConflictError, UserError
 from runner.index.naming import new_instant
 from runner.jvm.session import spark_session
 from runner.progress import Progress
+from runner.services.table_change import TableChange
 from runner.spec.model import CompactionSpec, PipelineSpec
-from runner.storage.in_flight import in_flight
-from runner.storage.location import writing
-from runner.summary import human_size
+from runner.summary import ActionFigures, human_size
 from runner.write.compact_writer import BUCKETS_SCHEMA, CompactJob
 from runner.write.file_groups import FileGroup, file_groups
 from runner.write.regroup_writer import REGROUP_RESULT_SCHEMA
-from runner.write.uncommitted import remove_files, remove_uncommitted
+from runner.write.uncommitted import remove_files
 
 log = structlog.get_logger(__name__)
 
@@ -125,6 +123,17 @@ class CompactSummary:
     buckets_dropped: list[str] = field(default_factory=list)  # changed by a writer meanwhile
     version: int | None = None
     seconds: float = 0.0
+
+    def record(self) -> ActionFigures:
+        """Its record's figures: the files it read and replaced, the ones it wrote."""
+        return ActionFigures(
+            ActionFigures.committed_or_not(self.version),
+            self.version,
+            rows_read=self.rows,
+            files_added=self.files_written,
+            files_removed=self.files_read,
+            bytes_written=self.bytes_written,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -230,46 +239,41 @@ def run_compaction(
 ) -> CompactSummary:
     """Fold `buckets` in one Spark job and commit them; `group_bytes`: the target size of
     the file groups their rows are cut into (None: one file per bucket)."""
-    started = time.perf_counter()
-    instant = new_instant()
+    change = TableChange(snapshot.location, new_instant(), "compaction", spark, shown=snapshot.uri)
     _count_inputs(summary, buckets)
     rows = [b.job_row() for b in buckets]
     shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
     frame = spark.createDataFrame(rows, from_arrow_schema(BUCKETS_SCHEMA))
     frame = frame.repartition(max(1, min(len(rows), shuffle)))
     job = CompactJob(
-        snapshot.location, instant, snapshot.arrow_schema(), faults.requested(), group_bytes
+        snapshot.location, change.instant, snapshot.arrow_schema(), faults.requested(), group_bytes
     )
-    with writing(snapshot.uri), in_flight(snapshot.location, instant, "compaction"):
-        try:
-            results = frame.mapInArrow(job, from_arrow_schema(REGROUP_RESULT_SCHEMA)).collect()
-            written: dict[Group, list[Any]] = {}
-            for r in results:  # one row per file group written
-                written.setdefault((r.partition_path, r.bucket), []).append(r)
-            if sum(r.num_records for r in results) != summary.rows:
-                raise CommitConflictError(
-                    f"compaction wrote {sum(r.num_records for r in results)} rows for "
-                    f"{summary.rows} live rows read; nothing was committed"
-                )
-            faults.maybe_fail("before_commit")
-            summary.version = _commit(snapshot, buckets, written, summary, instant)
-        except BaseException:
-            remove_uncommitted(spark, snapshot.location, instant)
-            raise
-    summary.seconds = round(time.perf_counter() - started, 3)
+    with change.guarded():
+        results = frame.mapInArrow(job, from_arrow_schema(REGROUP_RESULT_SCHEMA)).collect()
+        written: dict[Group, list[Any]] = {}
+        for r in results:  # one row per file group written
+            written.setdefault((r.partition_path, r.bucket), []).append(r)
+        if sum(r.num_records for r in results) != summary.rows:
+            raise CommitConflictError(
+                f"compaction wrote {sum(r.num_records for r in results)} rows for "
+                f"{summary.rows} live rows read; nothing was committed"
+            )
+        summary.version = _commit(change, snapshot, buckets, written, summary)
+    summary.seconds = change.seconds()
     log.info("compaction_done", **summary.to_dict())
     return summary
 
 
 def _commit(
+    change: TableChange,
     snapshot: TableSnapshot,
     buckets: list[BucketState],
     written: dict[Group, list[Any]],
     summary: CompactSummary,
-    instant: str,
 ) -> int | None:
     """One version: every folded bucket's files out, its new file in. Buckets a writer
     changed since they were read are dropped (their new files removed), not committed."""
+    instant = change.instant
     pending = {b.group: b for b in buckets}
 
     def folding() -> Commit:
@@ -297,7 +301,9 @@ def _commit(
         log.info("compaction_buckets_dropped", on_version=clash.latest.version, left=len(pending))
         return folding() if pending else None
 
-    version = commit(snapshot, folding(), CompactionRule(), Resolver(drop)) if pending else None
+    version = change.commit(
+        lambda: (snapshot, folding()) if pending else None, CompactionRule(), Resolver(drop)
+    )
     if version is not None:
         committed = folding()  # what is left in `pending` after drops
         summary.files_written = len(committed.added)
@@ -313,3 +319,20 @@ def compact_if_due(spark: SparkSession, spec: PipelineSpec) -> CompactSummary | 
         return None
     done = compact_table(spec, spark=spark, only_due=True)
     return done if done.buckets else None
+
+
+@dataclass(frozen=True)
+class CompactionRule:
+    """A compaction's commit goes on unless the settings changed; buckets whose files or
+    deletion vectors changed clash (its resolver drops them)."""
+
+    def conflict(
+        self, changes: Commit, read: TableSnapshot, latest: TableSnapshot, attempt: int
+    ) -> CommitConflictError | None:
+        if latest.configuration != read.configuration:
+            return CommitConflictError(
+                f"the settings of {latest.uri} changed during the compaction (version "
+                f"{latest.version}); nothing was committed: run it again"
+            )
+        clashes = changed_buckets(changes, latest)
+        return BucketClash(clashes, latest) if clashes else None

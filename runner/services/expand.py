@@ -23,7 +23,6 @@ Plan (`plan_expansion`, `plan_split`, from the Delta log, no Spark) and execute
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -34,11 +33,11 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from runner import faults
 from runner.delta.log_entry import NewFile
-from runner.delta.snapshot import DataFile, TableSnapshot, open_table
+from runner.delta.snapshot import DataFile, Group, TableSnapshot, open_table
 from runner.delta.spark_read import read_files
 from runner.delta.table_config import check_table_settings
-from runner.delta.transaction import Commit, ExpansionRule, commit
-from runner.errors import RunnerError, UserError
+from runner.delta.transaction import Commit
+from runner.errors import CommitConflictError, RunnerError, UserError
 from runner.index.layout import LAYOUT_KEYS
 from runner.index.naming import new_file_id, new_instant
 from runner.jvm import s3_connector
@@ -60,18 +59,17 @@ from runner.services.rehash_bitmaps import (
     rounds,
     task_files,
 )
+from runner.services.table_change import TableChange
 from runner.spec.model import PipelineSpec, Target
-from runner.storage.in_flight import in_flight
-from runner.storage.location import TableLocation, locate, writing
+from runner.storage.location import TableLocation, locate
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY
-from runner.summary import human_size
+from runner.summary import ActionFigures, human_size
 from runner.write.regroup_writer import (
     REGROUP_RESULT_SCHEMA,
     RegroupJob,
     RehashJob,
     rows_per_group,
 )
-from runner.write.uncommitted import remove_uncommitted
 
 log = structlog.get_logger(__name__)
 
@@ -96,6 +94,18 @@ class ExpandSummary:
     shuffle: bool = False
     seconds: float = 0.0
     buckets_after: dict[str, Any] = field(default_factory=dict)
+
+    def record(self) -> ActionFigures:
+        """Its record's figures: the files it read and replaced, the ones it wrote."""
+        return ActionFigures(
+            ActionFigures.committed_or_not(self.version),
+            self.version,
+            self.instant,
+            rows_read=self.rows,
+            files_added=self.files_written,
+            files_removed=self.files_read,
+            bytes_written=self.bytes_written,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -122,9 +132,9 @@ def run_expansion(
     spark: SparkSession, snapshot: TableSnapshot, target: Target, plan: ExpansionPlan
 ) -> ExpandSummary:
     """Rewrite the plan's partitions into their new buckets and commit them in one version."""
-    started = time.perf_counter()
+    change = TableChange(snapshot.location, new_instant(), "expansion", spark, shown=snapshot.uri)
     let_spark_read(spark, snapshot.location)
-    summary = ExpandSummary(snapshot.uri, plan.policy, new_instant())
+    summary = ExpandSummary(snapshot.uri, plan.policy, change.instant)
     summary.shuffle = plan.policy == "overwrite"
     summary.buckets_after = layout_dict(plan.layout_after)
     log.info("expansion_started", table=snapshot.uri, policy=plan.policy, instant=summary.instant)
@@ -135,16 +145,11 @@ def run_expansion(
         frozenset(c.partition_path for c in plan.parts),
         frozenset((s.partition_path, s.bucket) for s in plan.splits) if plan.splits else None,
     )
-    with writing(snapshot.uri), in_flight(snapshot.location, summary.instant, "expansion"):
-        try:
-            added = _rewrite(spark, snapshot, target, plan, job)
-            faults.maybe_fail("before_commit")
-            summary.version = commit(
-                snapshot, _relayout(snapshot, plan, added, summary.instant), rule
-            )
-        except BaseException:
-            remove_uncommitted(spark, snapshot.location, summary.instant)
-            raise
+    with change.guarded():
+        added = _rewrite(spark, snapshot, target, plan, job)
+        summary.version = change.commit(
+            lambda: (snapshot, _relayout(snapshot, plan, added, summary.instant)), rule
+        )
     files = plan.files
     summary.partitions = len(plan.changes)
     summary.buckets_split = len(plan.splits)
@@ -153,7 +158,7 @@ def run_expansion(
     summary.bytes_read = sum(f.size for f in files)
     summary.files_written = len(added)
     summary.bytes_written = sum(f.size for f in added)
-    summary.seconds = round(time.perf_counter() - started, 3)
+    summary.seconds = change.seconds()
     log.info("expansion_committed", **{k: v for k, v in summary.to_dict().items()})
     return summary
 
@@ -400,3 +405,37 @@ def expand_if_due(spark: SparkSession, spec: PipelineSpec) -> ExpandSummary | No
     log.info("expansion_due", partitions=hot, max_bucket_bytes=expansion.max_bucket_bytes)
     plan = plan_expansion(snapshot, spec.target, None, expansion.policy, hot)
     return run_expansion(spark, snapshot, spec.target, plan)
+
+
+@dataclass(frozen=True)
+class ExpansionRule:
+    """An expansion's commit goes on unless the settings or the schema changed, or any file
+    of `partitions` (the ones it regrows) did, or of `buckets` when given (the buckets a
+    split rewrites, in those partitions): a deletion vector added meanwhile changes a file
+    as much as replacing it."""
+
+    partitions: frozenset[str]
+    buckets: frozenset[Group] | None = None
+
+    def conflict(
+        self, changes: Commit, read: TableSnapshot, latest: TableSnapshot, attempt: int
+    ) -> CommitConflictError | None:
+        if latest.configuration != read.configuration or (
+            latest.table.schema().to_json() != read.table.schema().to_json()
+        ):
+            return CommitConflictError(
+                f"another writer changed the settings or schema of {latest.uri} (version "
+                f"{latest.version}) during the expansion; nothing was committed: run it again"
+            )
+        now = {
+            (f.path, f.deletion_vector)
+            for f in latest.files()
+            if f.partition_path in self.partitions
+            and (self.buckets is None or (f.partition_path, f.bucket) in self.buckets)
+        }
+        if now != {(f.path, f.deletion_vector) for f in changes.removed}:
+            return CommitConflictError(
+                f"another writer changed files of the partitions being expanded (version "
+                f"{latest.version} of {latest.uri}); nothing was committed: run the expansion again"
+            )
+        return None

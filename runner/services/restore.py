@@ -24,7 +24,6 @@ the change data feed.
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -41,19 +40,17 @@ from runner.delta.deletion_vectors import keep_mask
 from runner.delta.log_entry import NewFile, check_log_writable
 from runner.delta.restores import OPERATION, RESTORED_VERSION
 from runner.delta.snapshot import DataFile, Group, open_table
-from runner.delta.transaction import Commit, RewriteRule, commit
+from runner.delta.transaction import Commit
 from runner.errors import UserError
 from runner.index.naming import data_file_path, new_file_id, new_instant
 from runner.services.restore_plan import RestorePlan, plan_restore
+from runner.services.table_change import RewriteRule, TableChange
 from runner.sources.checkpoint import RESTORED
 from runner.spec.model import PipelineSpec
-from runner.storage.in_flight import in_flight
-from runner.storage.location import writing
 from runner.storage.meta_columns import CHANGE_DATA_DIR
 from runner.storage.parquet_file import BucketFile
-from runner.summary import human_size
+from runner.summary import ActionFigures, human_size
 from runner.write.change_rows import change_rows, change_schema, unchanged_keys, without_keys
-from runner.write.uncommitted import remove_uncommitted
 
 log = structlog.get_logger(__name__)
 
@@ -97,6 +94,17 @@ class RestoreSummary:
             columns_back=list(plan.columns_back),
             checkpoints=plan.checkpoints_changed,
             batches_undone=plan.undone_batches,
+        )
+
+    def record(self) -> ActionFigures:
+        """Its record's figures: the files it took out and added back, its instant."""
+        return ActionFigures(
+            ActionFigures.committed_or_not(self.version),
+            self.version,
+            self.instant,
+            files_added=self.files_added,
+            files_removed=self.files_removed,
+            bytes_written=self.change_bytes,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -170,23 +178,16 @@ def restore_table(spec: PipelineSpec, to: str, dry_run: bool = False) -> Restore
 def run_restore(plan: RestorePlan, summary: RestoreSummary) -> RestoreSummary:
     """Write the change data files (a table with a change feed), then commit the plan as
     the version after the one it read."""
-    started = time.perf_counter()
-    location = plan.location
-    summary.instant = instant = new_instant()
-    with writing(location.uri), in_flight(location, instant, "restore"):
-        try:
-            changes = _change_files(plan, instant) if plan.snapshot.has_change_feed else []
-            summary.change_files = len(changes)
-            summary.change_bytes = sum(f.size for f in changes)
-            faults.maybe_fail("before_commit")
-            summary.version = commit(
-                plan.snapshot, _restoring(plan, instant, changes), RewriteRule()
-            )
-            faults.maybe_fail("after_commit")
-        except BaseException:
-            remove_uncommitted(None, location, instant)
-            raise
-    summary.seconds = round(time.perf_counter() - started, 3)
+    change = TableChange(plan.location, new_instant(), "restore")
+    summary.instant = instant = change.instant
+    with change.guarded():
+        changes = _change_files(plan, instant) if plan.snapshot.has_change_feed else []
+        summary.change_files = len(changes)
+        summary.change_bytes = sum(f.size for f in changes)
+        summary.version = change.commit(
+            lambda: (plan.snapshot, _restoring(plan, instant, changes)), RewriteRule()
+        )
+    summary.seconds = change.seconds()
     log.info("restore_committed", **summary.to_dict())
     return summary
 

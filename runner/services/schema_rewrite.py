@@ -17,7 +17,6 @@ committed meanwhile (RewriteRule); a failure leaves the table as it was.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -34,16 +33,14 @@ from runner.delta.schema_rewrite import SchemaRewrite
 from runner.delta.snapshot import DataFile, TableSnapshot, open_table
 from runner.delta.spark_read import read_files
 from runner.delta.table_setup import schema_features, with_features
-from runner.delta.transaction import Commit, RewriteRule, commit
+from runner.delta.transaction import Commit
 from runner.errors import RunnerError
 from runner.index.naming import new_file_id, new_instant
 from runner.services.expand import let_spark_read, regrouped
 from runner.services.expansion_plan import refuse_tombstones
+from runner.services.table_change import RewriteRule, TableChange
 from runner.spec.model import Target
-from runner.storage.in_flight import in_flight
-from runner.storage.location import writing
 from runner.write.regroup_writer import REGROUP_RESULT_SCHEMA, RegroupJob, rows_per_group
-from runner.write.uncommitted import remove_uncommitted
 
 log = structlog.get_logger(__name__)
 
@@ -65,7 +62,6 @@ def rewrite_table(
     spark: SparkSession, snapshot: TableSnapshot, target: Target, rewrite: SchemaRewrite
 ) -> tuple[TableSnapshot, RewriteSummary]:
     """Every live row of the table in the rewritten schema, committed as one version."""
-    started = time.perf_counter()
     summary = RewriteSummary(rewrite.describe())
     files = snapshot.files()
     refuse_tombstones(
@@ -76,42 +72,40 @@ def rewrite_table(
     )
     schema_json = _delta_schema(snapshot, rewrite)
     features = schema_features(snapshot, schema_json)
-    instant = new_instant()
+    change = TableChange(
+        snapshot.location, new_instant(), "schema rewrite", spark, shown=snapshot.uri
+    )
+    instant = change.instant
     log.info(
         "schema_rewrite_started", table=snapshot.uri, changes=summary.changes, files=len(files)
     )
     let_spark_read(spark, snapshot.location)
-    with writing(snapshot.uri), in_flight(snapshot.location, instant, "schema rewrite"):
-        try:
-            added = _write(spark, snapshot, files, target, rewrite, instant)
-            faults.maybe_fail("before_commit")
-            changes = Commit(
-                writer="schema rewrite",
-                operation="CHANGE COLUMN",
-                metadata={
-                    "operation": "schema_rewrite",
-                    "instant": instant,
-                    "schema_changes": summary.changes,
-                    # a change feed reader maps older files' names (runner/delta/change_feed.py)
-                    "renamed": dict(rewrite.renames),
-                    "dropped": list(rewrite.drops),
-                    "files_read": len(files),
-                    "files_written": len(added),
-                },
-                added=tuple(added),
-                removed=tuple(files),
-                configuration=snapshot.configuration,
-                schema_json=schema_json,
-                protocol=with_features(snapshot, set(features)) if features else None,
-                data_change=False,
-            )
-            summary.version = commit(snapshot, changes, RewriteRule())
-        except BaseException:
-            remove_uncommitted(spark, snapshot.location, instant)
-            raise
+    with change.guarded():
+        added = _write(spark, snapshot, files, target, rewrite, instant)
+        changes = Commit(
+            writer="schema rewrite",
+            operation="CHANGE COLUMN",
+            metadata={
+                "operation": "schema_rewrite",
+                "instant": instant,
+                "schema_changes": summary.changes,
+                # a change feed reader maps older files' names (runner/delta/change_feed.py)
+                "renamed": dict(rewrite.renames),
+                "dropped": list(rewrite.drops),
+                "files_read": len(files),
+                "files_written": len(added),
+            },
+            added=tuple(added),
+            removed=tuple(files),
+            configuration=snapshot.configuration,
+            schema_json=schema_json,
+            protocol=with_features(snapshot, set(features)) if features else None,
+            data_change=False,
+        )
+        summary.version = change.commit(lambda: (snapshot, changes), RewriteRule())
     summary.files_read, summary.files_written = len(files), len(added)
     summary.bytes_written = sum(f.size for f in added)
-    summary.seconds = round(time.perf_counter() - started, 3)
+    summary.seconds = change.seconds()
     log.info("schema_rewrite_committed", **summary.to_dict())
     latest = open_table(snapshot.location)
     assert latest is not None

@@ -16,8 +16,9 @@ from runner.delta.log_entry import NewFile
 from runner.delta.snapshot import open_table
 from runner.delta.table_config import table_settings
 from runner.delta.table_setup import TableFeaturesWanted, create_table
-from runner.delta.transaction import Commit, RunRule, commit
+from runner.delta.transaction import Commit, commit
 from runner.index.naming import data_file_path, new_file_id, new_instant
+from runner.pipeline.commit_stage import RunRule
 from runner.storage.location import locate
 from runner.storage.meta_columns import META_FIELDS
 from runner.storage.parquet_file import BucketFile

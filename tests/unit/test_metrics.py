@@ -21,13 +21,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from runner.delta.log_entry import NewFile
 from runner.delta.snapshot import open_table
 from runner.delta.table_setup import TableFeaturesWanted, create_table
-from runner.delta.transaction import Commit, RunRule, commit
+from runner.delta.transaction import Commit, commit
 from runner.index.layout import BucketLayout
 from runner.index.naming import data_file_path, new_file_id
 from runner.observe import run_metrics
 from runner.observe.metrics import PipelineMetrics
 from runner.observe.record import RunRecord
 from runner.observe.run_metrics import table_state
+from runner.pipeline.commit_stage import RunRule
 from runner.storage.location import locate
 from runner.storage.meta_columns import META_FIELDS
 from runner.storage.parquet_file import BucketFile

@@ -12,8 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from runner.observe import run_metrics
 from runner.observe.metrics import PipelineMetrics
-from runner.observe.record import OUTCOMES
 from runner.observe.run_metrics import TableState
+from runner.summary import OUTCOMES
 from tests.unit.test_metrics import COMMITTED, TABLE
 
 ROOT = Path(__file__).resolve().parents[2]
