@@ -11,8 +11,10 @@ executor, a bucket file is complete), after_group_split (on an executor, the fil
 file groups a rewrite split off are complete), after_deletion_vector (on an executor, a bucket's
 deletion vector file is written), before_commit (every file written), log_entry_written
 (a log entry the runner writes itself is complete under a temporary name, not yet
-published), after_commit (committed, the run not yet finished). Used by the tests to prove
-that a run failing or killed at any of them leaves the table at a version a reader can use.
+published), after_commit (committed, the run or table action not yet finished).
+before_commit and after_commit are passed by every table change
+(runner/services/table_change.py). Used by the tests to prove that a run failing or killed
+at any of them leaves the table at a version a reader can use.
 """
 
 from __future__ import annotations

@@ -37,6 +37,21 @@ OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 StageListener = Callable[[str, bool], None]
 
 
+@dataclass(frozen=True)
+class StageFailure:
+    """The error a stage of a run failed with, and the stage: what the run's record in the
+    history, its metrics and its `stage_failed` log event say. The error itself is raised
+    on as it is, not wrapped: its class is what the CLI's exit code and message, continuous
+    mode and every caller of `run_pipeline` go by."""
+
+    stage: str
+    cause: BaseException
+
+    @property
+    def error_class(self) -> str:
+        return type(self.cause).__name__
+
+
 @dataclass
 class Stages:
     """Wall-clock seconds per stage of a run, in the order the stages ran. A stage run
@@ -45,6 +60,7 @@ class Stages:
 
     seconds: dict[str, float] = field(default_factory=dict)
     listeners: list[StageListener] = field(default_factory=list, repr=False, compare=False)
+    failure: StageFailure | None = None  # the innermost stage's, of the error the run ends with
     _nested: list[float] = field(default_factory=list, repr=False)  # per open stage
 
     @contextmanager

@@ -134,9 +134,7 @@ class Observer:
             batch_id=options.batch_id,
             error_class=type(failure).__name__,
             error_message=one_line(failure),
-            # the stage it failed in; else the last one that began (a check between stages)
-            failed_stage=getattr(failure, "runner_stage", None)
-            or next(reversed(stages.seconds), None),
+            failed_stage=_failed_stage(failure, stages),
             stage_seconds=dict(stages.seconds),
             sources=tuple(s.name for s in self.spec.sources),
         )
@@ -168,3 +166,12 @@ class Observer:
             history.append(path, [record])
         self.metrics.observe(record)
         self.lineage.finish(record)
+
+
+def _failed_stage(failure: BaseException, stages: Stages) -> str | None:
+    """The stage `failure` ended the run in; else the last one that began (a check between
+    stages, or an error raised in place of the stage's)."""
+    known = stages.failure
+    if known is not None and known.cause is failure:
+        return known.stage
+    return next(reversed(stages.seconds), None)

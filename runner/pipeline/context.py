@@ -14,7 +14,7 @@ from runner import logs
 from runner.index.naming import new_instant
 from runner.spec.model import PipelineSpec, Target
 from runner.storage.location import TableLocation, locate
-from runner.summary import Stages
+from runner.summary import StageFailure, Stages
 
 log = structlog.get_logger(__name__)
 
@@ -76,16 +76,17 @@ class RunContext:
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
-        """Time a stage; a failure in it is logged once, by the innermost stage it
+        """Time a stage; a failure in it is kept and logged once, by the innermost stage it
         happened in (`stage_failed`, with the stage's name and the error)."""
         with self.stages.stage(name):
             try:
                 yield
             except BaseException as failure:
+                known = self.stages.failure
                 # a skippable unreadable file is no failure: the run goes on without it
-                if getattr(failure, "runner_stage", None) is None and not getattr(
+                if (known is None or known.cause is not failure) and not getattr(
                     failure, "skippable", False
                 ):
-                    failure.runner_stage = name  # type: ignore[attr-defined]
+                    self.stages.failure = StageFailure(name, failure)
                     log.warning("stage_failed", stage=name, error=type(failure).__name__)
                 raise

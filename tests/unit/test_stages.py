@@ -23,3 +23,26 @@ def test_a_nested_stage_is_counted_once_and_listed_after_its_outer_stage():
     assert stages.seconds["remerge"] >= 0.05
     assert stages.seconds["commit"] < 0.05  # its own 0.02 s, not the re-merge's
     assert abs(sum(stages.seconds.values()) - wall) < 0.01
+
+
+def test_a_failure_is_kept_once_with_the_innermost_stage_and_raised_as_it_is(tmp_path, capsys):
+    """The history's failed_stage and the `stage_failed` log event name the stage the error
+    happened in, once; the error itself reaches the caller unwrapped (its class sets the
+    exit code)."""
+    from runner.errors import BadRecordsError
+    from runner.pipeline.context import RunContext, RunOptions
+    from runner.spec import load_spec
+    from tests.helpers import city_target, write_spec
+
+    spec = load_spec(write_spec(tmp_path, city_target("upsert")))
+    ctx = RunContext.start(spec, RunOptions())
+    error = BadRecordsError("no record key")
+    try:
+        with ctx.stage("commit"), ctx.stage("remerge"):
+            raise error
+    except BadRecordsError as raised:
+        assert raised is error
+    failure = ctx.stages.failure
+    assert failure is not None and failure.stage == "remerge" and failure.cause is error
+    assert failure.error_class == "BadRecordsError"
+    assert capsys.readouterr().out.count("stage_failed") == 1
