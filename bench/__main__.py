@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.scale import Scale
+
 ROOT = Path(__file__).resolve().parents[1]
 WARMUP_MAX_ROWS = 2_000_000
 SKIPPABLE_PEERS = (
@@ -108,6 +110,44 @@ def render(results: list[dict]) -> str:
 
 
 def main() -> None:
+    args = _parser().parse_args()
+    warmup = args.warmup if args.warmup is not None else args.rows <= WARMUP_MAX_ROWS
+    if args.only == "small":  # whole processes only: no session in this one
+        _small(args)
+        return
+    from bench.kafka import run_kafka_benchmarks
+
+    scale = Scale(args.rows, args.repeats, args.buckets, warmup, frozenset(args.skip_peer))
+    jars: list[str] = []
+    conf = {"spark.ui.enabled": "false"}
+    if args.only in (None, "mor", "change-feed", "hudi"):  # delta-spark as a peer, if it can be
+        jars, extra_conf = delta_spark_jars()
+        conf.update(extra_conf)
+    with tempfile.TemporaryDirectory(prefix="runner-bench-") as tmp:
+        results = _in_session(args, scale, Path(tmp), conf, jars)
+        # the whole-process runs below start their own JVM
+        if args.only in (None, "kafka"):
+            results += run_kafka_benchmarks(
+                Path(tmp) / "kafka", args.rows, args.repeats, args.buckets, warmup
+            )
+        results.append(
+            {
+                "scenario": "runner upsert, 6 rows into 400 (quickstart, whole process)",
+                "runner_s": small_upsert_seconds(args.repeats, Path(tmp) / "quickstart"),
+                "peers": {},
+            }
+        )
+    results.append(
+        {
+            "scenario": "runner validate (2 specs, whole process)",
+            "runner_s": validate_seconds(args.repeats),
+            "peers": {},
+        }
+    )
+    _report(args, results, scale, jars)
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--rows", type=int, default=200_000, help="table size (default 200000)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per system (median)")
@@ -134,6 +174,13 @@ def main() -> None:
         "Hudi 1.1.1 beside the runner, in a side environment made once; only when asked; "
         "small: small runs as whole processes, stage by stage, beside a bare SparkSession)",
     )
+    _scenario_options(parser)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/write.json"))
+    return parser
+
+
+def _scenario_options(parser: argparse.ArgumentParser) -> None:
+    """The options of single scenarios."""
     parser.add_argument(
         "--mor-keys",
         type=int,
@@ -184,124 +231,65 @@ def main() -> None:
         default=3 * 2**19,
         help="index.file_group_bytes of the grouped tables of --only groups (default 1.5 MiB)",
     )
-    parser.add_argument("--out", type=Path, default=Path("bench/results/write.json"))
-    args = parser.parse_args()
-    warmup = args.warmup if args.warmup is not None else args.rows <= WARMUP_MAX_ROWS
-    if args.only == "small":  # whole processes only: no session in this one
-        _small(args)
-        return
 
-    from bench.change_feed import render_change_feed, run_change_feed_benchmarks
+
+def _in_session(
+    args: argparse.Namespace, scale: Scale, tmp: Path, conf: dict, jars: list[str]
+) -> list[dict]:
+    """The scenarios that run in the bench's own Spark session, stopped after them."""
+    from bench.change_feed import run_change_feed_benchmarks
     from bench.expand import run_expand_benchmarks
-    from bench.groups import render_groups, run_groups_benchmarks
-    from bench.kafka import run_kafka_benchmarks
+    from bench.groups import run_groups_benchmarks
     from bench.merge_on_read import run_mor_benchmarks
     from bench.scd2 import run_scd2_benchmarks
-    from bench.write import run_write_benchmarks
+    from bench.write_scenarios import UpsertSettings, run_write_benchmarks
     from runner import logs
     from runner.jvm.session import spark_session
     from runner.spec.model import SparkSettings
 
     logs.configure("warning")
-    conf = {"spark.ui.enabled": "false"}
-    jars: list[str] = []
-    if args.only in (None, "mor", "change-feed", "hudi"):  # delta-spark as a peer, if it can be
-        jars, extra_conf = delta_spark_jars()
-        conf.update(extra_conf)
     spark = spark_session(SparkSettings(master="local[2]", conf=conf), "bench", jars=jars)
-    with tempfile.TemporaryDirectory(prefix="runner-bench-") as tmp:
-        results = []
-        if args.only in (None, "write"):
-            fractions = tuple(float(f) for f in args.fractions.split(","))
-            results += run_write_benchmarks(
-                spark,
-                Path(tmp),
-                args.rows,
-                args.repeats,
-                args.buckets,
-                fractions,
-                skip=args.skip_peer,
-                warmup=warmup,
-                driver_merge_max_rows=args.driver_merge_max_rows,
-                merge_mode=args.merge_mode,
-            )
-        if args.only in (None, "expand"):
-            results += run_expand_benchmarks(
-                spark, Path(tmp), args.rows, args.repeats, args.buckets, warmup
-            )
-        if args.only in (None, "mor"):
-            results += run_mor_benchmarks(
-                spark,
-                Path(tmp) / "mor",
-                args.rows,
-                args.repeats,
-                args.buckets,
-                keys=args.mor_keys,
-                max_delta_files=args.mor_max_delta_files,
-                warmup=warmup,
-                skip=args.skip_peer,
-            )
-        if args.only in (None, "scd2"):
-            results += run_scd2_benchmarks(
-                spark, Path(tmp) / "scd2", args.rows, args.repeats, args.buckets, warmup
-            )
-        if args.only in (None, "change-feed"):
-            results += run_change_feed_benchmarks(
-                spark,
-                Path(tmp) / "change_feed",
-                args.rows,
-                args.repeats,
-                args.buckets,
-                warmup,
-                skip=args.skip_peer,
-            )
-        if args.only in (None, "groups"):
-            results += run_groups_benchmarks(
-                spark,
-                Path(tmp) / "groups",
-                args.rows,
-                args.repeats,
-                keys=args.group_keys,
-                group_bytes=args.group_bytes,
-            )
-        if args.only == "hudi":  # not in the default run: it makes a ~450 MB side environment
-            from bench.hudi import run_hudi_benchmarks
-
-            results += run_hudi_benchmarks(
-                spark,
-                Path(tmp) / "hudi",
-                args.rows,
-                args.repeats,
-                args.buckets,
-                args.mor_keys,
-                warmup,
-            )
-        spark.stop()  # the whole-process runs below start their own JVM
-        if args.only in (None, "kafka"):
-            results += run_kafka_benchmarks(
-                Path(tmp) / "kafka", args.rows, args.repeats, args.buckets, warmup
-            )
-        results.append(
-            {
-                "scenario": "runner upsert, 6 rows into 400 (quickstart, whole process)",
-                "runner_s": small_upsert_seconds(args.repeats, Path(tmp) / "quickstart"),
-                "peers": {},
-            }
+    only, results = args.only, []
+    if only in (None, "write"):
+        fractions = tuple(float(f) for f in args.fractions.split(","))
+        settings = UpsertSettings(args.driver_merge_max_rows, args.merge_mode)
+        results += run_write_benchmarks(spark, tmp, scale, fractions, settings)
+    if only in (None, "expand"):
+        results += run_expand_benchmarks(
+            spark, tmp, scale.rows, scale.repeats, scale.buckets, scale.warmup
         )
-    results.append(
-        {
-            "scenario": "runner validate (2 specs, whole process)",
-            "runner_s": validate_seconds(args.repeats),
-            "peers": {},
-        }
-    )
+    if only in (None, "mor"):
+        results += run_mor_benchmarks(
+            spark, tmp / "mor", scale, keys=args.mor_keys, max_delta_files=args.mor_max_delta_files
+        )
+    if only in (None, "scd2"):
+        results += run_scd2_benchmarks(spark, tmp / "scd2", scale)
+    if only in (None, "change-feed"):
+        results += run_change_feed_benchmarks(spark, tmp / "change_feed", scale)
+    if only in (None, "groups"):
+        results += run_groups_benchmarks(
+            spark, tmp / "groups", scale.rows, scale.repeats, args.group_keys, args.group_bytes
+        )
+    if only == "hudi":  # not in the default run: it makes a ~450 MB side environment
+        from bench.hudi import run_hudi_benchmarks
+
+        results += run_hudi_benchmarks(spark, tmp / "hudi", scale, args.mor_keys)
+    spark.stop()
+    return results
+
+
+def _report(args: argparse.Namespace, results: list[dict], scale: Scale, jars: list[str]) -> None:
+    """The tables on stdout, the results with what they were run at in --out."""
+    from bench.change_feed_report import render_change_feed
+    from bench.groups import render_groups
+
     print(render(results))
     if args.only in (None, "change-feed"):
         print("\n" + render_change_feed(results))
     if args.only in (None, "groups"):
         print("\n" + render_groups(results))
     if args.only == "hudi":
-        from bench.hudi import render_hudi
+        from bench.hudi_report import render_hudi
 
         print("\n" + render_hudi(results))
     print(f"\nsmall upsert: {results[-2]['runner_s']:.2f} s per run")
@@ -310,7 +298,7 @@ def main() -> None:
         "rows": args.rows,
         "repeats": args.repeats,
         "buckets": args.buckets,
-        "warmup": warmup,
+        "warmup": scale.warmup,
         "skipped_peers": args.skip_peer,
         "mor_keys": args.mor_keys,
         "mor_max_delta_files": args.mor_max_delta_files,

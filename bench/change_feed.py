@@ -45,12 +45,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
+from bench.change_feed_checks import check_feed
 from bench.merge_on_read import delta_spark_problem, delta_spark_upsert, scan_checksum
+from bench.scale import Scale
 from bench.write import (
     Checksum,
     checksum,
@@ -69,8 +70,6 @@ FRACTION = 0.01  # of the keys, updated by the upsert
 CDF = "delta.enableChangeDataFeed"
 RUNNER = "runner (whole process)"
 DELTA_SPARK = "delta-spark MERGE (in-process)"
-UPDATE_TYPES = ("update_preimage", "update_postimage")
-FEED = pa.schema([("id", pa.int64()), ("amount", pa.float64()), ("_change_type", pa.string())])
 
 
 @dataclass(frozen=True)
@@ -120,21 +119,14 @@ class Setup:
 
 
 def run_change_feed_benchmarks(
-    spark,
-    work: Path,
-    rows: int,
-    repeats: int,
-    buckets: int,
-    warmup: bool = True,
-    skip: Iterable[str] = (),
-    table_types: Iterable[str] = TABLE_TYPES,
+    spark, work: Path, scale: Scale, table_types: Iterable[str] = TABLE_TYPES
 ) -> list[dict]:
     """The change-feed scenarios, two results per table type (the upsert, the replay);
-    `skip` may hold "delta-merge" (bench.write.PEERS): no delta-spark peer."""
+    `scale.skip` may hold "delta-merge" (bench.write.PEERS): no delta-spark peer."""
     work.mkdir(parents=True, exist_ok=True)
-    setup = _setup(spark, work, rows, repeats, buckets, warmup)
+    setup = _setup(spark, work, scale)
     peer_problem = (
-        "--skip-peer delta-merge" if "delta-merge" in skip else delta_spark_problem(spark)
+        "--skip-peer delta-merge" if "delta-merge" in scale.skip else delta_spark_problem(spark)
     )
     results = []
     for table_type in table_types:
@@ -144,7 +136,8 @@ def run_change_feed_benchmarks(
     return results
 
 
-def _setup(spark, work: Path, rows: int, repeats: int, buckets: int, warmup: bool) -> Setup:
+def _setup(spark, work: Path, scale: Scale) -> Setup:
+    rows = scale.rows
     src = work / "src"
     expected = write_source(src, rows, seed=31)
     keys = max(1, round(rows * FRACTION))
@@ -162,9 +155,9 @@ def _setup(spark, work: Path, rows: int, repeats: int, buckets: int, warmup: boo
         batch_dir=batch_dir,
         rows=rows,
         keys=keys,
-        buckets=buckets,
-        repeats=repeats,
-        warmup=warmup,
+        buckets=scale.buckets,
+        repeats=scale.repeats,
+        warmup=scale.warmup,
         base=expected,
         after=expected - stored + checksum(batch),
         stored=stored,
@@ -181,11 +174,11 @@ def _upserts(setup: Setup, table_type: str, peer_problem: str | None) -> tuple[d
     for cdf in (False, True):
         base = work / f"base-{table_type}-{cdf}"
         extra = {"table_type": table_type, "change_data_feed": cdf}
-        load = spec_file(work, "load", "bulk_insert", setup.src, base, setup.buckets, **extra)
+        load = spec_file(work / "load", "bulk_insert", setup.src, base, setup.buckets, **extra)
         run_pipeline(load, spark=setup.spark)
         assert scan_checksum(base) == setup.base, "base table"
         table = work / f"upsert-{table_type}"
-        spec_file(work, "upsert", "upsert", setup.batch_dir, table, setup.buckets, **extra)
+        spec_file(work / "upsert", "upsert", setup.batch_dir, table, setup.buckets, **extra)
         runs = _measure(setup, lambda b=base, t=table: fresh_copy(b, t), _runner(work, table))
         check, note = _check_upsert(setup, table, runs[-1], cdf)
         notes += [note] if note else []
@@ -289,49 +282,6 @@ def _check_upsert(setup: Setup, table: Path, run: Run, cdf: bool) -> tuple[str, 
     return f"rows; feed: 2 rows per key ({reader})", None
 
 
-def read_feed(spark, table: Path, versions: tuple[int, int]) -> tuple[pa.Table, str]:
-    """The change feed of `versions` (id, amount, _change_type) and the reader that read it:
-    delta-spark readChangeFeed when the session has it, else delta-rs load_cdf."""
-    if delta_spark_problem(spark) is not None:
-        return read_feed_delta_rs(table, versions), "delta-rs load_cdf"
-    frame = (
-        spark.read.format("delta")
-        .option("readChangeFeed", "true")
-        .option("startingVersion", versions[0])
-        .option("endingVersion", versions[1])
-        .load(str(table))
-    )
-    return frame.select(*FEED.names).toArrow().cast(FEED), "delta-spark readChangeFeed"
-
-
-def read_feed_delta_rs(table: Path, versions: tuple[int, int]) -> pa.Table:
-    stream = DeltaTable(str(table)).load_cdf(
-        starting_version=versions[0], ending_version=versions[1]
-    )
-    return pa.RecordBatchReader.from_stream(stream).read_all().select(FEED.names).cast(FEED)
-
-
-def check_feed(spark, table: Path, versions: tuple[int, int], pre: Checksum, post: Checksum) -> str:
-    """The feed of `versions` holds exactly an update_preimage and an update_postimage per
-    updated key, summing to `pre` and `post` (empty ones: an empty feed); the reader."""
-    feed, reader = read_feed(spark, table, versions)
-    kinds = feed.group_by("_change_type").aggregate([("id", "count")])
-    found = dict(zip(kinds["_change_type"].to_pylist(), kinds["id_count"].to_pylist(), strict=True))
-    expected = {kind: pre.rows for kind in UPDATE_TYPES} if pre.rows else {}
-    assert found == expected, f"{table.name}: change types {found}, expected {expected}"
-    per_key = feed.group_by("id").aggregate(
-        [("_change_type", "count"), ("_change_type", "count_distinct")]
-    )
-    odd = per_key.filter(
-        (pc.field("_change_type_count") != 2) | (pc.field("_change_type_count_distinct") != 2)
-    )
-    assert odd.num_rows == 0, f"{table.name}: {odd.num_rows} keys without exactly 2 feed rows"
-    for kind, want in zip(UPDATE_TYPES, (pre, post), strict=True):
-        got = checksum(feed.filter(pc.field("_change_type") == kind))
-        assert got == want, f"{table.name}: {kind} rows {got}, expected {want}"
-    return reader
-
-
 def _delta_spark(setup: Setup, table_type: str, cdf: bool) -> dict:
     """delta-spark MERGE of the batch into a delta-spark table of the same rows (by city,
     as the runner's partitions), with or without the change feed; with deletion vectors
@@ -376,7 +326,7 @@ def _replays(setup: Setup, table_type: str, applied: Path) -> dict:
     table = work / f"replay-{table_type}"
     for skip in (True, False):
         extra = {"table_type": table_type, "change_data_feed": True, "skip_unchanged": skip}
-        spec_file(work, "replay", "upsert", setup.batch_dir, table, setup.buckets, **extra)
+        spec_file(work / "replay", "upsert", setup.batch_dir, table, setup.buckets, **extra)
         runs = _measure(
             setup, lambda: fresh_copy(applied, table), _runner(work, table, spec_name="replay")
         )
@@ -509,36 +459,3 @@ def _upsert_result(
         "change_feed": lines,
         "cdf_overhead": overhead,
     }
-
-
-def _mib(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
-
-
-def render_change_feed(results: list[dict]) -> str:
-    """The change-feed scenarios' own table: every system's time and bytes, by kind."""
-    head = (
-        "| scenario | table | system | change_data_feed | skip_unchanged | wall (s) | job (s) "
-        "| bytes written | data | _change_data | deletion vectors | add / cdc actions | checked |"
-    )
-    lines = [
-        "wall: the runner's whole process (JVM start included), delta-spark's merge call in "
-        "the bench's session; job: the runner's stages without Spark's start",
-        "",
-        head,
-        "|" + "---|" * 13,
-    ]
-    for result in results:
-        for line in result.get("change_feed", []):
-            kind = f"{percent(FRACTION)} upsert" if line["skip_unchanged"] is None else "replay"
-            size = line["bytes"]
-            job = f"{line['job_s']:.2f}" if line["job_s"] is not None else "(merge call)"
-            skip = "" if line["skip_unchanged"] is None else str(line["skip_unchanged"]).lower()
-            lines.append(
-                f"| {kind} | {line['table_type'] or ''} | {line['system']} | "
-                f"{str(line['change_data_feed']).lower()} | {skip} | {line['wall_s']:.2f} | "
-                f"{job} | {_mib(size['total'])} | {_mib(size['data'])} | "
-                f"{_mib(size['change_data'])} | {_mib(size['deletion_vectors'])} | "
-                f"{line['adds']} / {line['cdcs']} | {line['check']} |"
-            )
-    return "\n".join(lines)

@@ -27,9 +27,11 @@ def run_expand_benchmarks(
     src = work / "expand_src"
     expected = write_source(src, rows, seed=5)
     pristine = work / "expand_pristine"
-    run_pipeline(spec_file(work, "expand_load", "bulk_insert", src, pristine, buckets), spark=spark)
+    run_pipeline(
+        spec_file(work / "expand_load", "bulk_insert", src, pristine, buckets), spark=spark
+    )
     table = work / "expand_table"
-    spec = spec_file(work, "expand", "upsert", src, table, buckets)
+    spec = spec_file(work / "expand", "upsert", src, table, buckets)
 
     def fresh() -> None:
         shutil.rmtree(table, ignore_errors=True)

@@ -91,7 +91,7 @@ def run_groups_benchmarks(
         tables = _base_tables(spark, work, table_type, group_bytes)
         for how, ids in key_sets.items():
             runs = {
-                name: _upserts(work, table, table_type, ids, size, rows, repeats)
+                name: _upserts(work, (table, table_type), ids, size, rows, repeats)
                 for name, table, size in (
                     ("one group per bucket", tables.one_group, None),
                     (f"groups of {group_bytes / 2**20:g} MiB", tables.groups, group_bytes),
@@ -113,7 +113,7 @@ def _loads(work: Path, group_bytes: int) -> dict:
         shutil.rmtree(table, ignore_errors=True)
         index = {"buckets": BUCKETS, "file_group_bytes": group_bytes}
         target = {"index": index, "bulk_insert_sort": sort}
-        spec_file(work, f"load-{sort}", "bulk_insert", work / "source", table, BUCKETS, **target)
+        spec_file(work / f"load-{sort}", "bulk_insert", work / "source", table, BUCKETS, **target)
         run = _runner(work, f"load-{sort}")
         groups = _by_bucket(open_table(str(table)).files())
         run["groups_per_bucket"] = sum(map(len, groups.values())) / len(groups)
@@ -138,7 +138,7 @@ def _base_tables(spark, work: Path, table_type: str, group_bytes: int) -> Tables
     bucket (the default target) and groups of `group_bytes`."""
     loaded = work / f"{table_type}-loaded"
     spec = spec_file(
-        work, "load", "bulk_insert", work / "source", loaded, BUCKETS, table_type=table_type
+        work / "load", "bulk_insert", work / "source", loaded, BUCKETS, table_type=table_type
     )
     run_pipeline(spec, spark=spark)
     tables = Tables(table_type, work / f"{table_type}-one", work / f"{table_type}-groups")
@@ -146,8 +146,7 @@ def _base_tables(spark, work: Path, table_type: str, group_bytes: int) -> Tables
         fresh_copy(loaded, table)
         index = {"buckets": BUCKETS, **({"file_group_bytes": size} if size else {})}
         compacting = spec_file(
-            work,
-            "compact",
+            work / "compact",
             "upsert",
             work / "source",
             table,
@@ -161,14 +160,15 @@ def _base_tables(spark, work: Path, table_type: str, group_bytes: int) -> Tables
 
 def _upserts(
     work: Path,
-    base: Path,
-    table_type: str,
+    loaded: tuple[Path, str],
     ids: list[int],
     group_bytes: int | None,
     rows: int,
     repeats: int,
 ) -> list[dict]:
-    """`repeats` whole-process upserts of `ids`, each from a fresh copy of `base`."""
+    """`repeats` whole-process upserts of `ids`, each from a fresh copy of the `loaded`
+    table (its path and table type)."""
+    base, table_type = loaded
     batch_dir = work / "batch"
     batch_dir.mkdir(exist_ok=True)
     batch = make_rows(0, seed=99, ids=ids, ts=2)
@@ -176,7 +176,7 @@ def _upserts(
     table = work / "upserted"
     index = {"buckets": BUCKETS, **({"file_group_bytes": group_bytes} if group_bytes else {})}
     spec_file(
-        work, "upsert", "upsert", batch_dir, table, BUCKETS, table_type=table_type, index=index
+        work / "upsert", "upsert", batch_dir, table, BUCKETS, table_type=table_type, index=index
     )
     runs = []
     groups = _by_bucket(open_table(str(base)).files())
@@ -310,7 +310,7 @@ def _hot_split(work: Path, base: Path, rows: int, repeats: int) -> dict:
     files = open_table(str(base)).files()
     partition = sorted({f.partition_path for f in files})[0]
     table = work / "split"
-    spec_file(work, "split", "upsert", work / "source", table, BUCKETS)
+    spec_file(work / "split", "upsert", work / "source", table, BUCKETS)
     commands = {
         "split": ["expand", str(work / "split.yaml"), "--bucket", f"{partition}/0"],
         "partition": ["expand", str(work / "split.yaml"), "--partition", partition],

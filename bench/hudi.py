@@ -5,8 +5,8 @@
 Hudi runs in a side environment of the bench's own (bench/hudi_env.py: pyspark 3.5 and
 Hudi's Spark 3.5 bundle, made once), as one bench/hudi_job.py process for all of its
 scenarios, on the same source files as the runner and with the same settings
-(`hudi_options`: record key id, partition field city, precombine field ts, a BUCKET index of
---buckets buckets, the runner session's shuffle parallelism, zstd, local[2]).
+(bench/hudi_settings.py: record key id, partition field city, precombine field ts, a BUCKET
+index of --buckets buckets, the runner session's shuffle parallelism, zstd, local[2]).
 
 Scenarios, each table checked by row count and checksums (bench.write.Checksum) on both
 sides before it is reported; every timed run starts from a fresh copy of its base table:
@@ -41,7 +41,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench.hudi_env import SideEnvironment, SideEnvironmentProblem, side_environment
+from bench.hudi_settings import COMPACTION, hudi_options
 from bench.merge_on_read import MOR, delta_spark_problem, job_seconds, scan_checksum
+from bench.scale import Scale
 from bench.write import (
     CITIES,
     Checksum,
@@ -63,14 +65,6 @@ PERCENT = 0.01  # the larger upsert: 1 % of the table updated, plus a tenth as m
 HUDI = "Hudi 1.1.1 (job s)"
 DELTA_SPARK_READ = "delta-spark read of the runner's table (Spark, s)"
 JOB = Path(__file__).with_name("hudi_job.py")
-# `CALL run_compaction`'s options: compact now, whatever the delta commits since the last
-# (the runner's compaction folds every bucket with more than one file); the file settings
-# of hudi_options, which a procedure's write client does not otherwise get
-COMPACTION = {
-    "hoodie.compact.inline.max.delta.commits": "1",
-    "hoodie.parquet.compression.codec": "zstd",
-    "hoodie.parquet.bloom.filter.enabled": "false",
-}
 
 
 @dataclass(frozen=True)
@@ -112,52 +106,25 @@ class Bench:
     after_series: Checksum
 
 
-def hudi_options(buckets: int, parallelism: int) -> dict[str, str]:
-    """Hudi's write options, the runner spec's settings by Hudi's names (bench.write.spec_file:
-    record key id, partition field city, precombine field ts, `buckets` buckets)."""
-    return {
-        "hoodie.table.name": "bench_hudi",
-        "hoodie.datasource.write.recordkey.field": "id",
-        "hoodie.datasource.write.partitionpath.field": "city",
-        "hoodie.datasource.write.precombine.field": "ts",
-        "hoodie.datasource.write.hive_style_partitioning": "false",  # the runner's default
-        "hoodie.index.type": "BUCKET",
-        "hoodie.index.bucket.engine": "SIMPLE",
-        "hoodie.bucket.index.num.buckets": str(buckets),
-        "hoodie.bucket.index.hash.field": "id",
-        # the runner's shuffle: spark.sql.shuffle.partitions of its session
-        "hoodie.bulkinsert.shuffle.parallelism": str(parallelism),
-        "hoodie.upsert.shuffle.parallelism": str(parallelism),
-        "hoodie.insert.shuffle.parallelism": str(parallelism),
-        "hoodie.parquet.compression.codec": "zstd",  # the runner's codec
-        # a ~430 KB bloom filter in every file serves the BLOOM index only: Hudi's docs say
-        # to turn it off with other indexes (1.1.1's bulk_insert row writer writes it anyway)
-        "hoodie.parquet.bloom.filter.enabled": "false",
-        # Hudi's default, said: a write never compacts, compaction is a scenario of its own
-        "hoodie.compact.inline": "false",
-    }
-
-
-def run_hudi_benchmarks(
-    spark, work: Path, rows: int, repeats: int, buckets: int, keys: int = 100, warmup=True
-) -> list[dict]:
+def run_hudi_benchmarks(spark, work: Path, scale: Scale, keys: int = 100) -> list[dict]:
     """The runner beside Hudi: bulk_insert, upserts (copy-on-write and merge-on-read), a read
     after UPSERTS merge-on-read upserts and their compaction; every result checked."""
-    if UPSERTS * keys > rows:
+    if UPSERTS * keys > scale.rows:
         raise ValueError(f"--mor-keys {keys} x {UPSERTS} upserts needs at least that many rows")
     try:
         env = side_environment()
     except SideEnvironmentProblem as exc:
         raise SystemExit(f"hudi: the side environment cannot be made: {exc}") from exc
-    bench = _prepare(spark, work, rows, repeats, buckets, keys, warmup)
+    bench = _prepare(spark, work, scale, keys)
     runner = _runner_side(bench)
     print(f"hudi: Hudi's side, pyspark {env.pyspark} (log: {work / 'hudi_job.log'})", flush=True)
     hudi = _hudi_side(bench, env)
     return _results(bench, runner, hudi)
 
 
-def _prepare(spark, work, rows, repeats, buckets, keys, warmup) -> Bench:
+def _prepare(spark, work: Path, scale: Scale, keys: int) -> Bench:
     """The source table and the upsert batches, written once for both sides."""
+    rows = scale.rows
     work.mkdir(parents=True, exist_ok=True)
     src = work / "src"
     expected = write_source(src, rows, seed=21)
@@ -183,10 +150,10 @@ def _prepare(spark, work, rows, repeats, buckets, keys, warmup) -> Bench:
         spark=spark,
         work=work,
         rows=rows,
-        repeats=repeats,
-        buckets=buckets,
+        repeats=scale.repeats,
+        buckets=scale.buckets,
         keys=keys,
-        warmup=warmup,
+        warmup=scale.warmup,
         src=src,
         expected=expected,
         small=series_batches[0],
@@ -198,7 +165,7 @@ def _prepare(spark, work, rows, repeats, buckets, keys, warmup) -> Bench:
 
 def _spec(bench: Bench, name: str, operation: str, source: Path, table: Path, kind: str):
     extra = {"table_type": MOR} if kind == "mor" else {}
-    return spec_file(bench.work, name, operation, source, table, bench.buckets, **extra)
+    return spec_file(bench.work / name, operation, source, table, bench.buckets, **extra)
 
 
 def _runner_side(bench: Bench) -> dict[str, Measure]:
@@ -510,25 +477,3 @@ def _hudi_jobs(hudi: dict, what: str = "Hudi s by Spark job (last run)") -> list
     if "spark_jobs" not in hudi:
         return []
     return [f"{what}: " + ", ".join(f"{k} {v:.2f}" for k, v in hudi["spark_jobs"].items())]
-
-
-def render_hudi(results: list[dict]) -> str:
-    """The Hudi comparison as its own table: seconds, ratio runner / Hudi, bytes."""
-    lines = [
-        "| scenario | runner (s) | Hudi (s) | runner / Hudi | bytes: runner | Hudi data | "
-        "Hudi .hoodie |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in results:
-        if "hudi_s" not in r:
-            continue
-        sizes = [_size(n) for n in r.get("bytes_written", {}).values()] or ["", "", ""]
-        lines.append(
-            f"| {r['scenario']} | {r['runner_s']:.2f} | {r['hudi_s']:.2f} | "
-            f"{r['runner_over_hudi']:.2f} | {' | '.join(sizes)} |"
-        )
-    return "\n".join(lines)
-
-
-def _size(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"

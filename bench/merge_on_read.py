@@ -27,25 +27,22 @@ from __future__ import annotations
 
 import shutil
 import statistics
-from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 
+from bench.scale import Scale
 from bench.write import (
     Checksum,
     checksum,
     delta_rs_upsert,
-    dir_bytes,
     fresh_copy,
     make_rows,
     parquet_dataset,
@@ -56,7 +53,6 @@ from bench.write import (
 )
 from runner.delta.snapshot import open_table
 from runner.pipeline.run import run_pipeline
-from runner.services.compact import compact_table, plan_compaction
 
 UPSERTS = 10  # successive upserts before the read and compaction scenarios
 MOR = "MERGE_ON_READ"
@@ -119,35 +115,62 @@ def setup_mor(max_delta_files: int | None) -> dict:
 def run_mor_benchmarks(
     spark,
     work: Path,
-    rows: int,
-    repeats: int,
-    buckets: int,
+    scale: Scale,
     keys: int = 100,
-    warmup: bool = True,
-    skip: Iterable[str] = (),
     upserts: int = UPSERTS,
     max_delta_files: int | None = None,
 ) -> list[dict]:
-    """The merge-on-read scenarios; `skip` may hold "delta-merge" (bench.write.PEERS);
+    """The merge-on-read scenarios; `scale.skip` may hold "delta-merge" (bench.write.PEERS);
     `upserts` successive upserts precede the read and compaction scenarios."""
+    from bench.merge_on_read_reads import read_and_compact
+
+    rows = scale.rows
     if upserts * keys > rows:
         raise ValueError(f"--mor-keys {keys} x {upserts} upserts needs at least that many rows")
     work.mkdir(parents=True, exist_ok=True)
     src = work / "mor_src"
     expected = write_source(src, rows, seed=11)
-
-    # the base tables, loaded once: each timed upsert starts from a copy of one
-    bases = {"mor": work / "mor_base", "cow": work / "cow_base"}
-    for kind, path in bases.items():
-        extra = setup_mor(max_delta_files) if kind == "mor" else {}
-        load = spec_file(work, f"{kind}_load", "bulk_insert", src, path, buckets, **extra)
-        run_pipeline(load, spark=spark)
-        assert scan_checksum(path) == expected, kind
-    table_buckets = len(open_table(str(bases["mor"])).files())
-
+    bases = _base_tables(spark, work, scale.buckets, src, expected, max_delta_files)
     # K x upserts distinct existing keys at random: batch i updates key_sets[i]
     rng = np.random.default_rng(12)
     key_sets = rng.choice(rows, upserts * keys, replace=False).reshape(upserts, keys)
+    setup = Setup(
+        spark=spark,
+        work=work,
+        src=src,
+        bases=bases,
+        batches=_batches(work, key_sets),
+        keys=keys,
+        scale=scale,
+        table_buckets=len(open_table(str(bases["mor"])).files()),
+        mor=setup_mor(max_delta_files),
+    )
+
+    def after(n: int) -> Checksum:
+        """The table's checksum after the first n upserts (their keys are disjoint)."""
+        replaced = checksum(
+            parquet_dataset(src), pc.field("id").isin(pa.array(key_sets[:n].ravel()))
+        )
+        return sum((checksum(b) for _, b in setup.batches[:n]), expected - replaced)
+
+    return [_one_upsert(setup, after(1)), *read_and_compact(setup, after(upserts))]
+
+
+def _base_tables(
+    spark, work: Path, buckets: int, src: Path, expected: Checksum, max_delta_files: int | None
+) -> dict[str, Path]:
+    """The base tables, loaded once: each timed upsert starts from a copy of one."""
+    bases = {"mor": work / "mor_base", "cow": work / "cow_base"}
+    for kind, path in bases.items():
+        extra = setup_mor(max_delta_files) if kind == "mor" else {}
+        load = spec_file(work / f"{kind}_load", "bulk_insert", src, path, buckets, **extra)
+        run_pipeline(load, spark=spark)
+        assert scan_checksum(path) == expected, kind
+    return bases
+
+
+def _batches(work: Path, key_sets: np.ndarray) -> list[tuple[Path, pa.Table]]:
+    """Each upsert's rows, written as its source directory."""
     batches = []
     for i, ids in enumerate(key_sets):
         batch = make_rows(0, seed=(13, i), ids=ids, ts=2 + i)
@@ -156,286 +179,157 @@ def run_mor_benchmarks(
         directory.mkdir()
         pq.write_table(batch, directory / "part-0.parquet")
         batches.append((directory, batch))
-
-    def after(n: int) -> Checksum:
-        """The table's checksum after the first n upserts (their keys are disjoint)."""
-        replaced = checksum(
-            parquet_dataset(src), pc.field("id").isin(pa.array(key_sets[:n].ravel()))
-        )
-        return sum((checksum(b) for _, b in batches[:n]), expected - replaced)
-
-    setup = Setup(
-        spark=spark,
-        work=work,
-        src=src,
-        bases=bases,
-        batches=batches,
-        rows=rows,
-        keys=keys,
-        buckets=buckets,
-        table_buckets=table_buckets,
-        repeats=repeats,
-        warmup=warmup,
-        skip=frozenset(skip),
-        mor=setup_mor(max_delta_files),
-    )
-    return [_one_upsert(setup, after(1)), *_read_and_compact(setup, after(upserts))]
+    return batches
 
 
 @dataclass(frozen=True)
 class Setup:
     """What the scenarios share: the session, the source, base tables and upsert batches."""
 
-    spark: object
+    spark: Any
     work: Path
     src: Path
     bases: dict[str, Path]  # "mor", "cow": the bulk-loaded runner tables
     batches: list[tuple[Path, pa.Table]]  # each upsert's source directory and rows
-    rows: int
     keys: int
-    buckets: int
+    scale: Scale
     table_buckets: int  # buckets (partition x bucket) in the loaded table
-    repeats: int
-    warmup: bool
-    skip: frozenset[str]
     mor: dict  # the target keys of the MERGE_ON_READ table (table_type, compaction)
+
+    def timed(self, prepare, run, outputs: list | None = None) -> list[float]:
+        """Seconds of the scale's repeats of `run`, warm-up as the scale says."""
+        return timed(self.scale.repeats, prepare, run, outputs, self.scale.warmup)
+
+
+@dataclass
+class _Upserted:
+    """Scenario 1's figures, system by system."""
+
+    written: dict[str, int] = field(default_factory=dict)
+    touched: dict[str, int] = field(default_factory=dict)
+    wall: dict[str, float] = field(default_factory=dict)
+    peers: dict[str, float] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    jobs: dict[str, list[float]] = field(default_factory=dict)
+    summaries: dict[str, list] = field(default_factory=dict)
 
 
 def _one_upsert(setup: Setup, expected: Checksum) -> dict:
     """Scenario 1: the first batch upserted into each system's copy of the base table."""
-    spark, work, src, bases = setup.spark, setup.work, setup.src, setup.bases
-    keys, buckets, repeats, warmup = setup.keys, setup.buckets, setup.repeats, setup.warmup
-    batch_dir, batch = setup.batches[0]
-    written: dict[str, int] = {}
-    touched: dict[str, int] = {}
-    wall: dict[str, float] = {}
-    peers: dict[str, float] = {}
-    skipped: dict[str, str] = {}
-    jobs: dict[str, list[float]] = {}
-    summaries: dict[str, list] = {}
-
+    out = _Upserted()
     for kind, label in (("mor", f"runner {MOR}"), ("cow", "runner COPY_ON_WRITE")):
-        table = work / f"{kind}_upsert"
-        extra = setup.mor if kind == "mor" else {}
-        spec = spec_file(work, f"{kind}_upsert", "upsert", batch_dir, table, buckets, **extra)
-        summaries[kind] = []
-        times = timed(
-            repeats,
-            lambda k=kind, t=table: fresh_copy(bases[k], t),
-            lambda s=spec: run_pipeline(s, spark=spark),
-            summaries[kind],
-            warmup,
-        )
-        assert scan_checksum(table) == expected, kind
-        last = summaries[kind][-1]
-        assert last.updated == keys and last.inserted == 0, (kind, last.updated, last.inserted)
-        wall[label] = statistics.median(times)
-        jobs[kind] = [job_seconds(s) for s in summaries[kind]]
-        written[label] = last.bytes_written
-        if kind == "mor":
-            assert last.buckets_with_deletion_vectors > 0, "no deletion vector written"
-            touched["runner MOR buckets given deletion vectors + a delta file"] = (
-                last.buckets_with_deletion_vectors
-            )
-            touched["runner MOR buckets rewritten whole (past thresholds)"] = last.buckets_rewritten
-        else:
-            touched["runner COW buckets rewritten"] = last.buckets_touched
-        shutil.rmtree(table)
-    touched["buckets in the table"] = setup.table_buckets
-    peers[COW] = statistics.median(jobs["cow"])
-
-    if "delta-merge" in setup.skip:
-        skipped[DELTA_RS] = "--skip-peer delta-merge"
+        _runner_upsert(setup, expected, out, kind, label)
+    out.touched["buckets in the table"] = setup.table_buckets
+    out.peers[COW] = statistics.median(out.jobs["cow"])
+    if "delta-merge" in setup.scale.skip:
+        out.skipped[DELTA_RS] = "--skip-peer delta-merge"
     else:
-        base = work / "delta_rs_base"
-        reader = parquet_dataset(src).scanner(batch_size=128 * 1024).to_reader()
-        write_deltalake(str(base), reader, partition_by=["city"])
-        table = work / "delta_rs_upsert"
-
-        def delta_rs_merge() -> int:
-            return delta_rs_upsert(table, batch)[0]
-
-        sizes: list[int] = []
-        times = timed(repeats, lambda: fresh_copy(base, table), delta_rs_merge, sizes, warmup)
-        assert scan_checksum(table) == expected, "delta-rs merge"
-        peers[DELTA_RS] = statistics.median(times)
-        written["delta-rs merge"] = sizes[-1]
-        shutil.rmtree(table)
-        shutil.rmtree(base)
-
-    problem = delta_spark_problem(spark)
+        _delta_rs_upsert(setup, expected, out)
+    problem = delta_spark_problem(setup.spark)
     if problem:
         print(f"delta-spark: skipped ({problem})")
-        skipped[DELTA_SPARK] = problem
+        out.skipped[DELTA_SPARK] = problem
     else:
-        base = work / "delta_spark_base"
-        (
-            spark.read.parquet(str(src))
-            .write.format("delta")
-            .partitionBy("city")
-            .option("delta.enableDeletionVectors", "true")
-            .save(str(base))
-        )
-        table = work / "delta_spark_upsert"
-        source = spark.read.parquet(str(batch_dir))
-
-        def delta_spark_merge() -> int:
-            before = _data_files(table)
-            delta_spark_upsert(spark, table, source)
-            # new parquet files and deletion-vector files (Hadoop's .crc files not counted)
-            return sum(s for p, s in _data_files(table).items() if p not in before)
-
-        sizes = []
-        times = timed(repeats, lambda: fresh_copy(base, table), delta_spark_merge, sizes, warmup)
-        assert scan_checksum(table) == expected, "delta-spark merge"
-        metrics = DeltaTable(str(table)).history(1)[0]["operationMetrics"]
-        assert int(metrics["numTargetDeletionVectorsAdded"]) > 0, metrics
-        peers[DELTA_SPARK] = statistics.median(times)
-        written["delta-spark MERGE (DVs)"] = sizes[-1]
-        touched["delta-spark files given deletion vectors"] = int(
-            metrics["numTargetDeletionVectorsAdded"]
-        )
-        shutil.rmtree(table)
-        shutil.rmtree(base)
-
-    report = stage_report(summaries["mor"])
+        _delta_spark_upsert(setup, expected, out)
     return {
-        "scenario": f"MOR upsert of {keys} random keys into {setup.rows:,} rows: runner {MOR} "
-        "(job s, Spark start excluded)",
-        "runner_s": statistics.median(jobs["mor"]),
-        "peers": peers,
-        **({"peers_skipped": skipped} if skipped else {}),
-        "wall_s": wall,
-        "bytes_written": written,
-        "touched": touched,
-        **report,
+        "scenario": f"MOR upsert of {setup.keys} random keys into {setup.scale.rows:,} rows: "
+        f"runner {MOR} (job s, Spark start excluded)",
+        "runner_s": statistics.median(out.jobs["mor"]),
+        "peers": out.peers,
+        **({"peers_skipped": out.skipped} if out.skipped else {}),
+        "wall_s": out.wall,
+        "bytes_written": out.written,
+        "touched": out.touched,
+        **stage_report(out.summaries["mor"]),
         "other_stages_median": {
-            "runner COPY_ON_WRITE": stage_report(summaries["cow"])["runner_stages_median"]
+            "runner COPY_ON_WRITE": stage_report(out.summaries["cow"])["runner_stages_median"]
         },
-        "runner_job_seconds": jobs,
+        "runner_job_seconds": out.jobs,
     }
 
 
-def _read_and_compact(setup: Setup, expected: Checksum) -> list[dict]:
-    """Scenarios 2 and 3: reads of the table after every upsert batch, and its compaction."""
-    spark, work, batches, buckets = setup.spark, setup.work, setup.batches, setup.buckets
-    keys, repeats, warmup = setup.keys, setup.repeats, setup.warmup
-    # 2. the successive upserts (untimed here: scenario 1 times one), then full reads
-    unfolded = work / "mor_unfolded"
-    fresh_copy(setup.bases["mor"], unfolded)
-    upsert_jobs, rewritten = [], 0
-    for i, (batch_dir, _) in enumerate(batches):
-        spec = spec_file(
-            work, f"mor_upsert_{i}", "upsert", batch_dir, unfolded, buckets, **setup.mor
+def _runner_upsert(setup: Setup, expected: Checksum, out: _Upserted, kind: str, label: str) -> None:
+    """The runner's upsert into its `kind` table ("mor", "cow"), from a fresh copy each time."""
+    work = setup.work
+    batch_dir, _ = setup.batches[0]
+    table = work / f"{kind}_upsert"
+    extra = setup.mor if kind == "mor" else {}
+    spec = spec_file(
+        work / f"{kind}_upsert", "upsert", batch_dir, table, setup.scale.buckets, **extra
+    )
+    out.summaries[kind] = []
+    times = setup.timed(
+        lambda: fresh_copy(setup.bases[kind], table),
+        lambda: run_pipeline(spec, spark=setup.spark),
+        out.summaries[kind],
+    )
+    assert scan_checksum(table) == expected, kind
+    last = out.summaries[kind][-1]
+    assert last.updated == setup.keys and last.inserted == 0, (kind, last.updated, last.inserted)
+    out.wall[label] = statistics.median(times)
+    out.jobs[kind] = [job_seconds(s) for s in out.summaries[kind]]
+    out.written[label] = last.bytes_written
+    if kind == "mor":
+        assert last.buckets_with_deletion_vectors > 0, "no deletion vector written"
+        out.touched["runner MOR buckets given deletion vectors + a delta file"] = (
+            last.buckets_with_deletion_vectors
         )
-        summary = run_pipeline(spec, spark=spark)
-        upsert_jobs.append(job_seconds(summary))
-        rewritten += summary.buckets_rewritten
-    files = open_table(str(unfolded)).files()
-    n_files = len(files)
-    with_dv = sum(1 for f in files if f.deletion_vector is not None)
-    deleted = sum(f.deleted_records for f in files)
-    table_buckets = len({(f.partition_path, f.bucket) for f in files})
+        out.touched["runner MOR buckets rewritten whole (past thresholds)"] = last.buckets_rewritten
+    else:
+        out.touched["runner COW buckets rewritten"] = last.buckets_touched
+    shutil.rmtree(table)
 
-    def polars_read(path: Path) -> Checksum:
-        frame = pl.read_delta(str(path))
-        cents = (frame["amount"] * 100).round().cast(pl.Int64).sum()
-        return Checksum(frame.height, int(frame["id"].sum()), int(cents))
 
-    reads: dict[str, list] = {"unfolded": [], "compacted": []}
-    t_unfolded = timed(
-        repeats, lambda: None, lambda: polars_read(unfolded), reads["unfolded"], warmup
+def _delta_rs_upsert(setup: Setup, expected: Checksum, out: _Upserted) -> None:
+    """delta-rs `merge` of the same batch into the same rows, partitioned by city."""
+    work, batch = setup.work, setup.batches[0][1]
+    base = work / "delta_rs_base"
+    reader = parquet_dataset(setup.src).scanner(batch_size=128 * 1024).to_reader()
+    write_deltalake(str(base), reader, partition_by=["city"])
+    table = work / "delta_rs_upsert"
+    sizes: list[int] = []
+    times = setup.timed(
+        lambda: fresh_copy(base, table), lambda: delta_rs_upsert(table, batch)[0], sizes
     )
-    assert all(r == expected for r in reads["unfolded"]), (reads["unfolded"][-1], expected)
+    assert scan_checksum(table) == expected, "delta-rs merge"
+    out.peers[DELTA_RS] = statistics.median(times)
+    out.written["delta-rs merge"] = sizes[-1]
+    shutil.rmtree(table)
+    shutil.rmtree(base)
 
-    # 3. compaction of that table, from a fresh copy each time, beside a pyarrow rewrite
-    compacted = work / "mor_compacted"
-    compact_spec = spec_file(
-        work, "mor_compact", "upsert", batches[0][0], compacted, buckets, **setup.mor
+
+def _delta_spark_upsert(setup: Setup, expected: Checksum, out: _Upserted) -> None:
+    """delta-spark MERGE, with deletion vectors, of the same batch into the same rows."""
+    spark, work = setup.spark, setup.work
+    base = work / "delta_spark_base"
+    (
+        spark.read.parquet(str(setup.src))
+        .write.format("delta")
+        .partitionBy("city")
+        .option("delta.enableDeletionVectors", "true")
+        .save(str(base))
     )
-    summaries: list = []
-    t_compact = timed(
-        repeats,
-        lambda: fresh_copy(unfolded, compacted),
-        lambda: compact_table(compact_spec, spark=spark),
-        summaries,
-        warmup,
+    table = work / "delta_spark_upsert"
+    source = spark.read.parquet(str(setup.batches[0][0]))
+
+    def delta_spark_merge() -> int:
+        before = _data_files(table)
+        delta_spark_upsert(spark, table, source)
+        # new parquet files and deletion-vector files (Hadoop's .crc files not counted)
+        return sum(s for p, s in _data_files(table).items() if p not in before)
+
+    sizes: list[int] = []
+    times = setup.timed(lambda: fresh_copy(base, table), delta_spark_merge, sizes)
+    assert scan_checksum(table) == expected, "delta-spark merge"
+    metrics = DeltaTable(str(table)).history(1)[0]["operationMetrics"]
+    assert int(metrics["numTargetDeletionVectorsAdded"]) > 0, metrics
+    out.peers[DELTA_SPARK] = statistics.median(times)
+    out.written["delta-spark MERGE (DVs)"] = sizes[-1]
+    out.touched["delta-spark files given deletion vectors"] = int(
+        metrics["numTargetDeletionVectorsAdded"]
     )
-    assert scan_checksum(compacted) == expected, "compact_table"
-    after = open_table(str(compacted)).files()
-    assert len(after) == table_buckets and not any(f.deletion_vector for f in after)
-    compact = summaries[-1]
-    compact_seconds = statistics.median(s.seconds for s in summaries)
-
-    # the files compaction reads: those of every bucket with several files or deleted rows
-    folded = [f for b in plan_compaction(open_table(str(unfolded))) for f in b.files]
-    assert len(folded) == compact.files_read, (len(folded), compact.files_read)
-    live = [str(unfolded / f.path) for f in folded]
-    stored = checksum(ds.dataset(live, format="parquet"))  # deleted rows included
-    copy_dir = work / "mor_copy"
-
-    def copy_files() -> None:
-        def one(i_path: tuple[int, str]) -> None:
-            i, path = i_path
-            pq.write_table(pq.read_table(path), copy_dir / f"{i}.parquet", compression="zstd")
-
-        with ThreadPoolExecutor(max_workers=2) as pool:  # the 2 task slots of local[2]
-            list(pool.map(one, enumerate(live)))
-
-    t_copy = timed(
-        repeats,
-        lambda: (shutil.rmtree(copy_dir, ignore_errors=True), copy_dir.mkdir()),
-        copy_files,
-        warmup=warmup,
-    )
-    assert checksum(parquet_dataset(copy_dir)) == stored, "pyarrow copy"
-    copy_bytes = dir_bytes(copy_dir)
-
-    t_compacted = timed(
-        repeats, lambda: None, lambda: polars_read(compacted), reads["compacted"], warmup
-    )
-    assert all(r == expected for r in reads["compacted"]), (reads["compacted"][-1], expected)
-    unfolded_s, compacted_s = statistics.median(t_unfolded), statistics.median(t_compacted)
-    for path in (unfolded, compacted, copy_dir):
-        shutil.rmtree(path)
-    state = (
-        f"{n_files} files in {table_buckets} buckets, {with_dv} with deletion vectors, "
-        f"{deleted:,} deleted rows"
-    )
-    return [
-        {
-            "scenario": f"MOR read: polars read_delta (all columns, count + 2 sums) after "
-            f"{len(batches)} upserts of {keys} keys ({state})",
-            "runner_s": unfolded_s,
-            "peers": {"same read after compact_table (1 file per bucket)": compacted_s},
-            "notes": [
-                f"unfolded / compacted read time: {unfolded_s / compacted_s:.2f}x",
-                f"the {len(batches)} upserts: job s median {statistics.median(upsert_jobs):.2f}, "
-                f"max {max(upsert_jobs):.2f}; {rewritten} bucket rewrites past the default "
-                "thresholds",
-            ],
-            "touched": {
-                "files": n_files,
-                "files with deletion vectors": with_dv,
-                "deleted rows": deleted,
-            },
-        },
-        {
-            "scenario": f"MOR compact_table after {len(batches)} upserts ({state}): "
-            f"{compact.buckets} buckets, {compact.files_read} files folded",
-            "runner_s": statistics.median(t_compact),
-            "peers": {
-                f"pyarrow read + write zstd of the same {len(live)} files (2 threads, Arrow "
-                f"CPU pool {pa.cpu_count()})": statistics.median(t_copy)
-            },
-            "bytes_written": {"runner compact": compact.bytes_written, "pyarrow copy": copy_bytes},
-            "notes": [
-                f"CompactSummary.seconds median {compact_seconds:.2f}; "
-                f"{compact.rows:,} live rows kept, {compact.deleted_rows:,} deleted rows dropped; "
-                f"the pyarrow copy keeps the deleted rows and does not sort",
-            ],
-        },
-    ]
+    shutil.rmtree(table)
+    shutil.rmtree(base)
 
 
 def _data_files(path: Path) -> dict[str, int]:

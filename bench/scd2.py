@@ -25,6 +25,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import yaml
 
+from bench.scale import Scale
 from bench.write import CITIES, dir_bytes, fresh_copy, timed
 from runner.pipeline.run import run_pipeline
 from runner.spec import load_spec
@@ -80,8 +81,9 @@ def _check(rows: pa.Table, keys: int, changed: int, what: str) -> None:
         )
 
 
-def run_scd2_benchmarks(spark, work: Path, rows: int, repeats: int, buckets: int, warmup: bool):
+def run_scd2_benchmarks(spark, work: Path, scale: Scale):
     work.mkdir(parents=True, exist_ok=True)
+    rows = scale.rows
     rng = np.random.default_rng(7)
     ids = np.arange(rows, dtype=np.int64)
     changed = np.sort(rng.choice(ids, size=max(1, rows // 100), replace=False))
@@ -93,54 +95,67 @@ def run_scd2_benchmarks(spark, work: Path, rows: int, repeats: int, buckets: int
     results = []
     peer_base = work / "spark-base"
     for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ"):
-        base, table = work / f"base-{table_type}", work / f"table-{table_type}"
-        run_pipeline(_spec(work, "load", load, base, buckets, table_type), spark=spark)
+        base = work / f"base-{table_type}"
+        run_pipeline(_spec(work, "load", load, base, scale.buckets, table_type), spark=spark)
         if not peer_base.exists():  # the same history as plain parquet, for Spark SQL
-            columns = ["id", "city", "name", "amount", "lsn", *HISTORY]
-            plain = pa.Table.from_pandas(read_table(base)[columns], preserve_index=False)
-            ds.write_dataset(
-                plain,
-                peer_base,
-                format="parquet",
-                partitioning=ds.partitioning(pa.schema([("city", pa.string())]), flavor="hive"),
-            )
-        spec = _spec(work, f"scd2-{table_type}", batch, table, buckets, table_type)
-        summaries: list = []
-        times = timed(
-            repeats,
-            lambda base=base, table=table: fresh_copy(base, table),
-            lambda spec=spec: run_pipeline(spec, spark=spark),
-            summaries,
-            warmup,
-        )
-        _check(pa.Table.from_pandas(read_table(table)), rows, len(changed), table_type)
-        job = [sum(v for k, v in s.stage_seconds.items() if k != "start") for s in summaries]
-        results.append(
-            {
-                "scenario": f"SCD2 batch of {len(changed):,} keys into {rows:,} ({table_type})",
-                "runner_s": statistics.median(job),
-                "peers": {},
-                "bytes_written": {"runner": summaries[-1].bytes_written},
-                "wall_s": {"runner": statistics.median(times)},
-                "runner_stages_median": {
-                    k: statistics.median(s.stage_seconds.get(k, 0) for s in summaries)
-                    for k in summaries[-1].stage_seconds
-                },
-            }
-        )
+            _plain_copy(base, peer_base)
+        results.append(_scd2_batch(spark, work, scale, (base, batch, table_type), len(changed)))
 
     out = work / "spark-out"
     peer_times = timed(
-        repeats,
+        scale.repeats,
         lambda: shutil.rmtree(out, ignore_errors=True),
         lambda: _spark_scd2(spark, peer_base, batch, out),
-        warmup=warmup,
+        warmup=scale.warmup,
     )
     _check(ds.dataset(out, partitioning="hive").to_table(), rows, len(changed), "Spark SQL")
     for result in results:
         result["peers"][SPARK_SQL] = statistics.median(peer_times)
         result["bytes_written"][SPARK_SQL] = dir_bytes(out)
     return results
+
+
+def _plain_copy(base: Path, peer_base: Path) -> None:
+    """The runner table's history as plain parquet partitioned by city, for Spark SQL."""
+    columns = ["id", "city", "name", "amount", "lsn", *HISTORY]
+    plain = pa.Table.from_pandas(read_table(base)[columns], preserve_index=False)
+    ds.write_dataset(
+        plain,
+        peer_base,
+        format="parquet",
+        partitioning=ds.partitioning(pa.schema([("city", pa.string())]), flavor="hive"),
+    )
+
+
+def _scd2_batch(
+    spark, work: Path, scale: Scale, inputs: tuple[Path, Path, str], changed: int
+) -> dict:
+    """The SCD2 batch of `changed` keys into a fresh copy of the loaded table, timed; `inputs`:
+    the loaded table, the batch's directory, the table type."""
+    base, batch, table_type = inputs
+    table = work / f"table-{table_type}"
+    spec = _spec(work, f"scd2-{table_type}", batch, table, scale.buckets, table_type)
+    summaries: list = []
+    times = timed(
+        scale.repeats,
+        lambda: fresh_copy(base, table),
+        lambda: run_pipeline(spec, spark=spark),
+        summaries,
+        scale.warmup,
+    )
+    _check(pa.Table.from_pandas(read_table(table)), scale.rows, changed, table_type)
+    job = [sum(v for k, v in s.stage_seconds.items() if k != "start") for s in summaries]
+    return {
+        "scenario": f"SCD2 batch of {changed:,} keys into {scale.rows:,} ({table_type})",
+        "runner_s": statistics.median(job),
+        "peers": {},
+        "bytes_written": {"runner": summaries[-1].bytes_written},
+        "wall_s": {"runner": statistics.median(times)},
+        "runner_stages_median": {
+            k: statistics.median(s.stage_seconds.get(k, 0) for s in summaries)
+            for k in summaries[-1].stage_seconds
+        },
+    }
 
 
 def _spark_scd2(spark, history: Path, batch: Path, out: Path) -> None:

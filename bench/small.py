@@ -161,7 +161,7 @@ def _upsert_into(work: Path, rows: int, repeats: int, floor: float) -> dict:
     write_source(work / "source", rows, seed=37)
     table = work / "table"
     shutil.rmtree(table, ignore_errors=True)
-    spec_file(work, "load", "bulk_insert", work / "source", table, 16)
+    spec_file(work / "load", "bulk_insert", work / "source", table, 16)
     runner_process(work / "load.yaml", work / "summary.json")
     batch_dir = work / "batch"
     batch_dir.mkdir(exist_ok=True)
@@ -169,7 +169,7 @@ def _upsert_into(work: Path, rows: int, repeats: int, floor: float) -> dict:
     runs = []
     for attempt in range(repeats):
         pq.write_table(make_rows(0, seed=attempt, ids=ids, ts=2 + attempt), batch_dir / "b.parquet")
-        spec_file(work, "upsert", "upsert", batch_dir, table, 16)
+        spec_file(work / "upsert", "upsert", batch_dir, table, 16)
         runs.append(_stages(work / "upsert.yaml", work))
     return _result(f"upsert of {len(ids):,} rows into {rows:,}", runs, floor)
 

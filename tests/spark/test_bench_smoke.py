@@ -10,13 +10,12 @@ import pytest
 from bench.change_feed import RUNNER, run_change_feed_benchmarks
 from bench.expand import run_expand_benchmarks
 from bench.merge_on_read import run_mor_benchmarks
-from bench.write import run_write_benchmarks
+from bench.scale import Scale
+from bench.write_scenarios import run_write_benchmarks
 
 
 def test_benchmark_scenarios_run_and_check_their_results(spark, tmp_path):
-    results = run_write_benchmarks(
-        spark, tmp_path / "w", rows=800, repeats=1, buckets=2, fractions=(0.1,)
-    )
+    results = run_write_benchmarks(spark, tmp_path / "w", Scale(800, 1, 2), fractions=(0.1,))
     results += run_expand_benchmarks(spark, tmp_path / "e", rows=800, repeats=1, buckets=2)
     assert len(results) == 4
     for r in results:
@@ -35,7 +34,7 @@ def test_benchmark_scenarios_run_and_check_their_results(spark, tmp_path):
 
 def test_merge_on_read_scenarios_run_and_check_their_results(spark, tmp_path):
     upsert, read, compact = run_mor_benchmarks(
-        spark, tmp_path, rows=800, repeats=1, buckets=2, keys=20, warmup=False, upserts=3
+        spark, tmp_path, Scale(800, 1, 2, warmup=False), keys=20, upserts=3
     )
     for r in (upsert, read, compact):
         assert r["runner_s"] > 0 and all(s > 0 for s in r["peers"].values()), r
@@ -50,7 +49,7 @@ def test_merge_on_read_scenarios_run_and_check_their_results(spark, tmp_path):
 @pytest.mark.slow  # four whole `runner` processes, a JVM each
 def test_change_feed_scenarios_run_and_check_their_results(spark, tmp_path):
     upsert, replay = run_change_feed_benchmarks(
-        spark, tmp_path, rows=800, repeats=1, buckets=2, warmup=False, table_types=["MERGE_ON_READ"]
+        spark, tmp_path, Scale(800, 1, 2, warmup=False), table_types=["MERGE_ON_READ"]
     )
     runner = {
         line["change_data_feed"]: line for line in upsert["change_feed"] if line["system"] == RUNNER

@@ -87,7 +87,10 @@ def test_off_a_terminal_progress_is_log_events_with_stage_and_tasks():
             time.sleep(0.45)
     reports = [e for e in events if e["event"] == "progress"]
     assert len(reports) >= 2
-    assert {e["stage"] for e in reports} == {"keys"}
+    # the stage, while it runs; a report between its end and the work's (a loaded machine)
+    # shows the work itself
+    shown = [e["stage"] for e in reports]
+    assert shown[0] == "keys" and set(shown) <= {"keys", "run"} and shown.count("keys") >= 2
     assert {e["pipeline"] for e in reports} == {"trips"}
     assert reports[0]["tasks_done"] == 1 and reports[0]["tasks_total"] == 8
     assert reports[-1]["rows_per_second"] > 0

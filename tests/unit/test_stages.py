@@ -25,10 +25,12 @@ def test_a_nested_stage_is_counted_once_and_listed_after_its_outer_stage():
     assert abs(sum(stages.seconds.values()) - wall) < 0.01
 
 
-def test_a_failure_is_kept_once_with_the_innermost_stage_and_raised_as_it_is(tmp_path, capsys):
+def test_a_failure_is_kept_once_with_the_innermost_stage_and_raised_as_it_is(tmp_path):
     """The history's failed_stage and the `stage_failed` log event name the stage the error
     happened in, once; the error itself reaches the caller unwrapped (its class sets the
     exit code)."""
+    from structlog.testing import capture_logs
+
     from runner.errors import BadRecordsError
     from runner.pipeline.context import RunContext, RunOptions
     from runner.spec import load_spec
@@ -37,12 +39,14 @@ def test_a_failure_is_kept_once_with_the_innermost_stage_and_raised_as_it_is(tmp
     spec = load_spec(write_spec(tmp_path, city_target("upsert")))
     ctx = RunContext.start(spec, RunOptions())
     error = BadRecordsError("no record key")
-    try:
-        with ctx.stage("commit"), ctx.stage("remerge"):
-            raise error
-    except BadRecordsError as raised:
-        assert raised is error
+    with capture_logs() as logged:
+        try:
+            with ctx.stage("commit"), ctx.stage("remerge"):
+                raise error
+        except BadRecordsError as raised:
+            assert raised is error
     failure = ctx.stages.failure
     assert failure is not None and failure.stage == "remerge" and failure.cause is error
     assert failure.error_class == "BadRecordsError"
-    assert capsys.readouterr().out.count("stage_failed") == 1
+    failed = [e for e in logged if e["event"] == "stage_failed"]
+    assert [(e["stage"], e["error"]) for e in failed] == [("remerge", "BadRecordsError")]
