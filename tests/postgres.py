@@ -234,6 +234,12 @@ class _Cluster:
             "fsync": "off",
             "synchronous_commit": "off",
             "full_page_writes": "off",
+            # Logical decoding for the Debezium tests (tests/debezium.py): on the one server,
+            # as starting a second costs seconds; the JDBC tests never see the difference
+            # (a little more WAL per UPDATE and DELETE, nothing they read).
+            "wal_level": "logical",
+            "max_replication_slots": "4",
+            "max_wal_senders": "4",
         }
         with (self.data / "postgresql.conf").open("a") as f:
             f.write("\n# runner tests\n" + "".join(f"{k} = {v}\n" for k, v in conf.items()))
@@ -309,6 +315,15 @@ class _Shared:
     server: PostgresServer | None = None
     cluster: _Cluster | None = None
     users = 0
+
+
+def as_superuser(*statements: str) -> None:
+    """Run statements, each on its own, as the superuser `postgres` on the session's server
+    (through its Unix socket): for fixtures built on `postgres` that need a role or a
+    database of their own (tests/debezium.py)."""
+    if _Shared.cluster is None:
+        raise RuntimeError("as_superuser() needs the `postgres` fixture's server running")
+    _Shared.cluster.superuser_sql(*statements)
 
 
 @pytest.fixture(scope="session")
