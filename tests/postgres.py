@@ -3,7 +3,9 @@
 `postgres` (session fixture) initdb's a throwaway cluster, starts it on a free port (TCP on
 127.0.0.1 only, its Unix socket inside the cluster's directory, never 5432), creates the
 database `runner_test` owned by the role `runner` (password auth over TCP) and yields a
-`PostgresServer`. At the end of the session it stops the server and deletes the cluster.
+`PostgresServer`. At the end of the session it stops the server and deletes the cluster. Its
+`wal_level` is `logical`, for the Debezium rig (tests/debezium.py), which makes a database and
+a role of its own through `as_superuser()`.
 
 What it needs: the server binaries (Debian: package `postgresql`, /usr/lib/postgresql/*/bin)
 and the driver jar (Debian: `libpostgresql-jdbc-java`, /usr/share/java/postgresql.jar).

@@ -5,7 +5,7 @@ key update, an added column, each logical type PostgreSQL gives, and the re-deli
 events by a restart from earlier offsets; then the same without schemas.
 
 RUNNER_RECORD_DEBEZIUM=tests/data/debezium/postgres records the topics there
-(tests/data/debezium/README.md).
+(tests/data/debezium/postgres/README.md).
 """
 
 from __future__ import annotations
