@@ -22,12 +22,13 @@ topic back with confluent-kafka as `ChangeEvent`s (tombstones: value None).
 
 `c.sync()` waits until every change committed so far is in Kafka, without a sleep: it inserts
 a row into the marker table `debezium_sync` (every connector captures it too), reads that
-row's event from the connector's marker topic for its `source.lsn`, then waits until the
-connector's committed source offset (Connect's REST API; the worker flushes offsets every
-100 ms, and commits only the offsets of records the broker acknowledged) has reached that
-LSN. Since PostgreSQL decodes transactions in commit order, every earlier change is then in
-its topic. `c.offsets()` is that committed offset; `c.restart(offsets)` stops the connector,
-sets those (earlier) offsets and resumes it, so that the events after them are delivered again
+row's event from the connector's marker topic for its `source.lsn` (a marker the snapshot
+read does not count: the next one is streamed), then waits until the connector's committed
+source offset (Connect's REST API; the worker flushes offsets every 100 ms, and commits only
+the offsets of records the broker acknowledged) has reached that LSN. Since PostgreSQL
+decodes transactions in commit order, every earlier change is then in its topic.
+`c.offsets()` is that committed offset; `c.restart(offsets)` stops the connector, sets those
+(earlier) offsets and resumes it, so that the events after them are delivered again
 (the connector runs with `flush.lsn.source=false`: the slot keeps the WAL from its creation,
 so PostgreSQL can stream it again); `c.restart()` without offsets is a plain restart.
 
@@ -51,6 +52,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import itertools
 import json
 import secrets
@@ -99,14 +101,6 @@ def _payload(value: Any) -> Any:
     return value
 
 
-def lsn_number(lsn: str | int) -> int:
-    """PostgreSQL's "16/B374D848" form or Debezium's number, as a number."""
-    if isinstance(lsn, int):
-        return lsn
-    high, low = lsn.split("/")
-    return (int(high, 16) << 32) + int(low, 16)
-
-
 @dataclass
 class Connector:
     """A registered Debezium PostgreSQL connector (its name is also its topic prefix)."""
@@ -136,22 +130,34 @@ class Connector:
     def sync(self) -> int:
         """Wait until every change committed so far is in Kafka (see the module docstring);
         the marker's LSN."""
-        n = next(self._markers)
-        self.rig.execute(f"INSERT INTO {SYNC_TABLE} VALUES ('{self.name}', {n})")
-        lsn = self._wait(lambda: self._marker_lsn(n), f"the marker event {n}")
+        while True:
+            n = next(self._markers)
+            self.rig.execute(f"INSERT INTO {SYNC_TABLE} VALUES ('{self.name}', {n})")
+            marker = self._wait(functools.partial(self._marker, n), f"the marker event {n}")
+            # A marker inserted while the slot was being made is read by the snapshot: its
+            # offset is the snapshot's. The next one is streamed.
+            if marker["op"] != "r":
+                break
+        lsn = int(marker["source"]["lsn"])
         self._wait(lambda: self._committed(lsn), f"a committed offset at LSN {lsn}")
         return lsn
 
-    def _marker_lsn(self, n: int) -> int | None:
+    def _marker(self, n: int) -> dict[str, Any] | None:
+        """The envelope of marker `n`'s event, None while it is not in Kafka."""
         for event in self.events(SYNC_TABLE):
-            after = (event.envelope or {}).get("after") or {}
+            envelope = event.envelope or {}
+            after = envelope.get("after") or {}
             if after.get("connector") == self.name and after.get("n") == n:
-                return int(event.envelope["source"]["lsn"])  # type: ignore[index]
+                return envelope
         return None
 
     def _committed(self, lsn: int) -> bool | None:
+        """Whether the committed offset is a streamed event's at `lsn` or later. A snapshot's
+        offset does not count: its LSN, the server's when the snapshot began, can be past
+        changes that are streamed after the snapshot."""
         offsets = self.offsets()
-        return (bool(offsets) and int(offsets[0]["offset"].get("lsn", 0)) >= lsn) or None
+        offset = offsets[0]["offset"] if offsets else {}
+        return ("snapshot" not in offset and int(offset.get("lsn", 0)) >= lsn) or None
 
     def restart(self, offsets: Sequence[Mapping[str, Any]] | None = None) -> None:
         """Restart the connector; with `offsets` (an earlier `offsets()`), from there: the
@@ -269,15 +275,16 @@ class Debezium:
         """Once the deleted connector's task has let go of it (a slot in use cannot go)."""
         deadline = time.monotonic() + 60
         slot = f"'{name}_slot'"
-        while time.monotonic() < deadline:
+        while True:
             active = self.admin.query(
                 f"SELECT active FROM pg_replication_slots WHERE slot_name = {slot}"
             )
-            if not active:
-                break
             if active == [("f",)]:
                 self.admin.execute(f"SELECT pg_drop_replication_slot({slot})")
+            if active != [("t",)]:
                 break
+            if time.monotonic() > deadline:
+                raise WorkerFailed(f"the replication slot {slot} is still in use after 60 s")
             time.sleep(0.1)
         self.admin.execute(f"DROP PUBLICATION IF EXISTS {name}_pub")
 
@@ -337,7 +344,11 @@ def debezium(postgres: PostgresServer, kafka_broker: KafkaBroker) -> Iterator[De
         f"CREATE TABLE {SYNC_TABLE} (connector text, n bigint, PRIMARY KEY (connector, n))"
     )
     try:
-        with running_worker(jars, kafka_broker.bootstrap) as worker:
+        with contextlib.ExitStack() as stack:
+            try:
+                worker = stack.enter_context(running_worker(jars, kafka_broker.bootstrap))
+            except WorkerFailed as exc:
+                pytest.fail(str(exc), pytrace=False)
             yield Debezium(database, admin, kafka_broker, worker)
     finally:
         as_superuser(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)", f"DROP ROLE {ROLE}")

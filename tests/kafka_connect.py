@@ -118,8 +118,7 @@ class ConnectWorker:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        """Start the worker (its offsets file kept from an earlier start) and wait until its
-        REST API answers."""
+        """Start the worker and wait until its REST API answers."""
         for attempt in range(3):
             self.log.unlink(missing_ok=True)  # so that the check below reads this attempt's
             self.port = free_port()
@@ -186,15 +185,11 @@ class ConnectWorker:
     def _read(path: Path) -> str:
         return path.read_text(errors="replace") if path.exists() else ""
 
-    def stop(self, *, kill: bool = False) -> None:
-        """SIGTERM (the tasks stop and commit their offsets; SIGKILL after 30 s), or SIGKILL
-        at once when `kill` (nothing committed since the last flush)."""
+    def stop(self) -> None:
+        """SIGTERM (the tasks stop and commit their offsets; SIGKILL after 30 s)."""
         if self.process is None or self.process.poll() is not None:
             return
-        if kill:
-            self.process.kill()
-        else:
-            self.process.terminate()
+        self.process.terminate()
         try:
             self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
