@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from tests.debezium import debezium  # noqa: F401  (one pipeline per test session)
 from tests.delta_spark import SPARK_CONF as DELTA_SPARK_CONF
 from tests.delta_spark import delta_jars, needs_delta_spark  # noqa: F401
 from tests.kafka import kafka_broker  # noqa: F401  (one broker per test session)

@@ -253,7 +253,8 @@ def jar_dir() -> Path:
     return cache_root() / f"kafka-broker-{KAFKA_VERSION}"
 
 
-def _complete(directory: Path) -> bool:
+def complete_jars(directory: Path) -> bool:
+    """Whether a fetch into `directory` finished: its listing names only readable jars."""
     try:
         names = (directory / LISTING).read_text().split()
     except OSError:
@@ -261,33 +262,34 @@ def _complete(directory: Path) -> bool:
     return bool(names) and all(zipfile.is_zipfile(directory / n) for n in names)
 
 
-def _fetch(final: Path) -> None:
-    """Copy the broker's jars into `final` through a staging directory renamed into place when
-    complete, so that a killed fetch never leaves a half directory there."""
+def fetch_jars(final: Path, artifacts: Sequence[str]) -> None:
+    """Copy `artifacts` (group:artifact:version) and their runtime dependencies into `final`
+    through a staging directory renamed into place when complete, so that a killed fetch
+    never leaves a half directory there. EnvironmentProblem when Maven cannot."""
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
     try:
         jars = staging / "jars"
-        _copy_dependencies(staging, jars)
+        _copy_dependencies(staging, jars, artifacts)
         names = sorted(p.name for p in jars.glob("*.jar"))
         if not names or not all(zipfile.is_zipfile(jars / n) for n in names):
             raise EnvironmentProblem(f"Maven left no or incomplete jars in {jars}")
         (jars / LISTING).write_text("\n".join(names) + "\n")
-        if final.exists() and not _complete(final):
+        if final.exists() and not complete_jars(final):
             shutil.rmtree(final, ignore_errors=True)  # an incomplete earlier copy
         with contextlib.suppress(OSError):  # another process got there first: its copy serves
             jars.rename(final)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    if not _complete(final):
+    if not complete_jars(final):
         raise EnvironmentProblem(f"the jars in {final} are incomplete after fetching them")
 
 
-def _copy_dependencies(project: Path, into: Path) -> None:
-    """`mvn dependency:copy-dependencies` (runtime scope) of a pom naming ARTIFACTS."""
-    what = f"`mvn dependency:copy-dependencies` of {', '.join(ARTIFACTS)}"
+def _copy_dependencies(project: Path, into: Path, artifacts: Sequence[str]) -> None:
+    """`mvn dependency:copy-dependencies` (runtime scope) of a pom naming `artifacts`."""
+    what = f"`mvn dependency:copy-dependencies` of {', '.join(artifacts)}"
     tags = "<dependency><groupId>{}</groupId><artifactId>{}</artifactId><version>{}</version>"
-    dependencies = "".join(f"\n    {tags.format(*c.split(':'))}</dependency>" for c in ARTIFACTS)
+    dependencies = "".join(f"\n    {tags.format(*c.split(':'))}</dependency>" for c in artifacts)
     (project / "pom.xml").write_text(POM.format(dependencies))
     goal = [f"{DEPENDENCY_PLUGIN}:copy-dependencies", f"-DoutputDirectory={into}"]
     run_maven([*goal, "-DincludeScope=runtime"], project, what)
@@ -302,9 +304,9 @@ def broker_jars() -> tuple[Path | None, str | None]:
     if problem:
         return None, f"the Kafka broker needs Java: {problem}"
     final = jar_dir()
-    if not _complete(final):
+    if not complete_jars(final):
         try:
-            _fetch(final)
+            fetch_jars(final, ARTIFACTS)
         except EnvironmentProblem as exc:
             return None, (
                 f"Kafka {KAFKA_VERSION}'s broker jars are not in {final} and cannot be "
@@ -326,12 +328,12 @@ def _cluster_id() -> str:
 if sys.platform == "linux":
     _prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before any fork
 
-    def _die_with_parent() -> None:
+    def die_with_parent() -> None:
         """In the broker's process before exec: SIGTERM when its parent (pytest, the bench)
         dies, even by SIGKILL, so a killed run leaves no broker behind (PR_SET_PDEATHSIG)."""
         _prctl(1, signal.SIGTERM)
 else:
-    _die_with_parent = None
+    die_with_parent = None
 
 
 class BrokerFailed(RuntimeError):
@@ -370,7 +372,7 @@ class Node:
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
-                    preexec_fn=_die_with_parent,
+                    preexec_fn=die_with_parent,
                 )
             if self._wait_until_answering():
                 return f"127.0.0.1:{self.port}"

@@ -3,7 +3,9 @@
 `postgres` (session fixture) initdb's a throwaway cluster, starts it on a free port (TCP on
 127.0.0.1 only, its Unix socket inside the cluster's directory, never 5432), creates the
 database `runner_test` owned by the role `runner` (password auth over TCP) and yields a
-`PostgresServer`. At the end of the session it stops the server and deletes the cluster.
+`PostgresServer`. At the end of the session it stops the server and deletes the cluster. Its
+`wal_level` is `logical`, for the Debezium rig (tests/debezium.py), which makes a database and
+a role of its own through `as_superuser()`.
 
 What it needs: the server binaries (Debian: package `postgresql`, /usr/lib/postgresql/*/bin)
 and the driver jar (Debian: `libpostgresql-jdbc-java`, /usr/share/java/postgresql.jar).
@@ -234,6 +236,12 @@ class _Cluster:
             "fsync": "off",
             "synchronous_commit": "off",
             "full_page_writes": "off",
+            # Logical decoding for the Debezium tests (tests/debezium.py): on the one server,
+            # as starting a second costs seconds; the JDBC tests never see the difference
+            # (a little more WAL per UPDATE and DELETE, nothing they read).
+            "wal_level": "logical",
+            "max_replication_slots": "4",
+            "max_wal_senders": "4",
         }
         with (self.data / "postgresql.conf").open("a") as f:
             f.write("\n# runner tests\n" + "".join(f"{k} = {v}\n" for k, v in conf.items()))
@@ -309,6 +317,15 @@ class _Shared:
     server: PostgresServer | None = None
     cluster: _Cluster | None = None
     users = 0
+
+
+def as_superuser(*statements: str) -> None:
+    """Run statements, each on its own, as the superuser `postgres` on the session's server
+    (through its Unix socket): for fixtures built on `postgres` that need a role or a
+    database of their own (tests/debezium.py)."""
+    if _Shared.cluster is None:
+        raise RuntimeError("as_superuser() needs the `postgres` fixture's server running")
+    _Shared.cluster.superuser_sql(*statements)
 
 
 @pytest.fixture(scope="session")
