@@ -20,11 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import os
-import re
 import shutil
-import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -32,9 +28,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from runner.errors import EnvironmentProblem
 from runner.jvm.maven import cache_root
-from tests.kafka_server import LOG4J, complete_jars, die_with_parent, fetch_jars
+from tests.kafka_server import JvmService, cached_jars, terminate
 from tests.s3 import free_port
 
 CONNECT_VERSION = "4.3.0"  # debezium-build-parent 3.6.1.Final's version.kafka
@@ -76,42 +71,21 @@ def jar_dir() -> Path:
 @functools.cache
 def connect_jars() -> tuple[Path | None, str | None]:
     """(jar directory, None) or (None, why the worker cannot run). Maven runs at most once."""
-    from runner.jvm.session import java_problem  # not at import: conftest imports this module
-
-    problem = java_problem()
-    if problem:
-        return None, f"Kafka Connect needs Java: {problem}"
-    final = jar_dir()
-    if not complete_jars(final):
-        try:
-            fetch_jars(final, ARTIFACTS)
-        except EnvironmentProblem as exc:
-            return None, (
-                f"Kafka Connect {CONNECT_VERSION} with Debezium {DEBEZIUM_VERSION} is not in "
-                f"{final} and cannot be fetched: {exc} (`./dev test` installs Maven when run as "
-                "root with apt-get)"
-            )
-    return final, None
+    what = f"Kafka Connect {CONNECT_VERSION} with Debezium {DEBEZIUM_VERSION}'s jars"
+    return cached_jars(jar_dir(), ARTIFACTS, "Kafka Connect", what)
 
 
 # ---------------------------------------------------------------- the worker
 
 
-class ConnectWorker:
+class ConnectWorker(JvmService):
     """One standalone worker in its own temp dir; `request` calls its REST API."""
 
+    jvm_options = JVM_OPTIONS
+
     def __init__(self, jars: Path, bootstrap: str) -> None:
+        super().__init__(jars, "runner-connect-", "connect.log", "worker.properties")
         self.bootstrap = bootstrap
-        self.base = Path(tempfile.mkdtemp(prefix="runner-connect-"))
-        self.log = self.base / "connect.log"  # log4j's
-        self.console = self.base / "console.log"  # the JVM's own stdout and stderr
-        self.properties = self.base / "worker.properties"
-        (self.base / "log4j.properties").write_text(LOG4J.format(log=self.log))
-        home = os.environ.get("JAVA_HOME")  # the java that java_problem() checked
-        self.java = [os.path.join(home, "bin", "java") if home else "java", "-cp", f"{jars}/*"]
-        self.java.append(f"-Dlog4j.configuration=file:{self.base / 'log4j.properties'}")
-        self.process: subprocess.Popen[bytes] | None = None
-        self.port = 0
 
     @property
     def url(self) -> str:
@@ -126,20 +100,10 @@ class ConnectWorker:
             self.properties.write_text(
                 WORKER.format(bootstrap=self.bootstrap, port=self.port, offsets=offsets)
             )
-            main = "org.apache.kafka.connect.cli.ConnectStandalone"
-            with self.console.open("ab") as out:
-                self.process = subprocess.Popen(
-                    [*self.java, *JVM_OPTIONS, main, str(self.properties)],
-                    cwd=self.base,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    preexec_fn=die_with_parent,
-                )
+            self.launch("org.apache.kafka.connect.cli.ConnectStandalone")
             if self._wait_until_answering():
                 return
-            # Someone took the port between our probe and the worker's bind: try another.
-            if "Address already in use" not in self._read(self.log) or attempt == 2:
+            if not self.port_taken() or attempt == 2:  # else try another port
                 break
         code = self.process and self.process.returncode
         raise WorkerFailed(f"the Kafka Connect worker exited {code} while starting\n{self.tail()}")
@@ -174,27 +138,9 @@ class ConnectWorker:
             raise WorkerFailed(f"{method} {path}: HTTP {exc.code}: {detail}") from exc
         return json.loads(text) if text.strip() else None
 
-    def tail(self) -> str:
-        """The log's first errors, its end, and the JVM's own output."""
-        log = self._read(self.log).splitlines()
-        errors = [line for line in log if re.search(r" ERROR |Exception: ", line)][:8]
-        text = [f"--- {self.log} ---", *errors, "...", *log[-20:], f"--- {self.console} ---"]
-        return "\n".join([*text, self._read(self.console)[-2000:]])
-
-    @staticmethod
-    def _read(path: Path) -> str:
-        return path.read_text(errors="replace") if path.exists() else ""
-
     def stop(self) -> None:
         """SIGTERM (the tasks stop and commit their offsets; SIGKILL after 30 s)."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
+        terminate(self.process)
 
 
 @contextlib.contextmanager

@@ -298,19 +298,28 @@ def _copy_dependencies(project: Path, into: Path, artifacts: Sequence[str]) -> N
 @functools.cache
 def broker_jars() -> tuple[Path | None, str | None]:
     """(jar directory, None) or (None, why the broker cannot run). Maven runs at most once."""
+    return cached_jars(
+        jar_dir(), ARTIFACTS, "the Kafka broker", f"Kafka {KAFKA_VERSION}'s broker jars"
+    )
+
+
+def cached_jars(
+    final: Path, artifacts: Sequence[str], who: str, what: str
+) -> tuple[Path | None, str | None]:
+    """(`final`, None) once `artifacts` and their dependencies are there, fetched if need be,
+    or (None, why `who` cannot run: no Java, or `what` cannot be fetched)."""
     from runner.jvm.session import java_problem  # not at import: conftest imports this module
 
     problem = java_problem()
     if problem:
-        return None, f"the Kafka broker needs Java: {problem}"
-    final = jar_dir()
+        return None, f"{who} needs Java: {problem}"
     if not complete_jars(final):
         try:
-            fetch_jars(final, ARTIFACTS)
+            fetch_jars(final, artifacts)
         except EnvironmentProblem as exc:
             return None, (
-                f"Kafka {KAFKA_VERSION}'s broker jars are not in {final} and cannot be "
-                f"fetched: {exc} (`./dev test` installs Maven when run as root with apt-get)"
+                f"{what} are not in {final} and cannot be fetched: {exc} (`./dev test` "
+                "installs Maven when run as root with apt-get)"
             )
     return final, None
 
@@ -340,20 +349,49 @@ class BrokerFailed(RuntimeError):
     """The broker did not start; the message holds the tail of its log."""
 
 
-class Node:
-    """One KRaft node (broker and controller) in its own temp dir."""
+class JvmService:
+    """A Java service from `jars` in its own temp dir: its log4j log, the JVM's own output,
+    its properties file; `launch` starts it (the Kafka broker, a Kafka Connect worker)."""
 
-    def __init__(self, jars: Path) -> None:
-        self.base = Path(tempfile.mkdtemp(prefix="runner-kafka-"))
-        self.log = self.base / "broker.log"  # log4j's
+    jvm_options: tuple[str, ...] = JVM_OPTIONS
+
+    def __init__(self, jars: Path, prefix: str, log_name: str, properties_name: str) -> None:
+        self.base = Path(tempfile.mkdtemp(prefix=prefix))
+        self.log = self.base / log_name  # log4j's
         self.console = self.base / "console.log"  # the JVM's own stdout and stderr
-        self.properties = self.base / "server.properties"
+        self.properties = self.base / properties_name
         (self.base / "log4j.properties").write_text(LOG4J.format(log=self.log))
         home = os.environ.get("JAVA_HOME")  # the java that java_problem() checked
         self.java = [os.path.join(home, "bin", "java") if home else "java", "-cp", f"{jars}/*"]
         self.java.append(f"-Dlog4j.configuration=file:{self.base / 'log4j.properties'}")
         self.process: subprocess.Popen[bytes] | None = None
         self.port = 0
+
+    def launch(self, main: str) -> None:
+        """The JVM running `main` with the properties file, its output to the console log."""
+        with self.console.open("ab") as out:
+            self.process = subprocess.Popen(
+                [*self.java, *self.jvm_options, main, str(self.properties)],
+                cwd=self.base,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                preexec_fn=die_with_parent,
+            )
+
+    def port_taken(self) -> bool:
+        """Someone took a port between our probe and the service's bind."""
+        return "Address already in use" in read_log(self.log)
+
+    def tail(self) -> str:
+        return log_tail(self.log, self.console)
+
+
+class Node(JvmService):
+    """One KRaft node (broker and controller) in its own temp dir."""
+
+    def __init__(self, jars: Path) -> None:
+        super().__init__(jars, "runner-kafka-", "broker.log", "server.properties")
 
     def start(self) -> str:
         """Format the storage, start the broker and wait until it answers; its bootstrap."""
@@ -365,22 +403,13 @@ class Node:
                 SERVER.format(port=self.port, controller=controller, data=self.base / "data")
             )
             self._format()
-            with self.console.open("ab") as out:
-                self.process = subprocess.Popen(
-                    [*self.java, *JVM_OPTIONS, "kafka.Kafka", str(self.properties)],
-                    cwd=self.base,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    preexec_fn=die_with_parent,
-                )
+            self.launch("kafka.Kafka")
             if self._wait_until_answering():
                 return f"127.0.0.1:{self.port}"
-            # Someone took a port between our probe and the broker's bind: try others.
-            if "Address already in use" not in self._read(self.log) or attempt == 2:
+            if not self.port_taken() or attempt == 2:  # else try other ports
                 break
         code = self.process and self.process.returncode
-        raise BrokerFailed(f"the Kafka broker exited {code} while starting\n{self._tail()}")
+        raise BrokerFailed(f"the Kafka broker exited {code} while starting\n{self.tail()}")
 
     def _format(self) -> None:
         cmd = [*self.java, "-Xmx128m", "kafka.tools.StorageTool", "format"]
@@ -416,32 +445,40 @@ class Node:
             time.sleep(0.2)
         raise BrokerFailed(
             f"the Kafka broker did not answer on 127.0.0.1:{self.port} within "
-            f"{START_TIMEOUT_S} s\n{self._tail()}"
+            f"{START_TIMEOUT_S} s\n{self.tail()}"
         )
-
-    def _tail(self) -> str:
-        """The log's first errors (before its many shutdown lines), its end, the JVM's output."""
-        log = self._read(self.log).splitlines()
-        errors = [line for line in log if re.search(r" ERROR |Exception: ", line)][:8]
-        text = [f"--- {self.log} ---", *errors, "...", *log[-20:], f"--- {self.console} ---"]
-        return "\n".join([*text, self._read(self.console)[-2000:]])
-
-    @staticmethod
-    def _read(path: Path) -> str:
-        return path.read_text(errors="replace") if path.exists() else ""
 
     def stop(self) -> None:
         """SIGTERM (a controlled shutdown; SIGKILL after 30 s), then delete the directory."""
         try:
-            if self.process is not None and self.process.poll() is None:
-                self.process.terminate()
-                try:
-                    self.process.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    self.process.kill()
-                    self.process.wait(timeout=10)
+            terminate(self.process)
         finally:
             shutil.rmtree(self.base, ignore_errors=True)
+
+
+def log_tail(log_file: Path, console: Path) -> str:
+    """A JVM service's log: its first errors (before its many shutdown lines), its end, and
+    the JVM's own output."""
+    log = read_log(log_file).splitlines()
+    errors = [line for line in log if re.search(r" ERROR |Exception: ", line)][:8]
+    text = [f"--- {log_file} ---", *errors, "...", *log[-20:], f"--- {console} ---"]
+    return "\n".join([*text, read_log(console)[-2000:]])
+
+
+def read_log(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def terminate(process: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM a JVM service (it stops in order), SIGKILL after 30 s."""
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
 
 
 @contextlib.contextmanager
