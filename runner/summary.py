@@ -1,7 +1,9 @@
 """The run summary: printed at the end of a run and written by --summary-json.
 
-Its fields are filled from the run's stages (runner/pipeline/figures.py says where each
-counter comes from); this module only holds and renders them."""
+It is assembled from one typed value per stage's result (`SourceFigures`, `VerdictFigures`,
+`WriteFigures`; runner/pipeline/figures.py says where each counter comes from), which the
+run's record in the history, its metrics and its lineage events read too
+(runner/observe/record.py); this module only holds and renders them."""
 
 from __future__ import annotations
 

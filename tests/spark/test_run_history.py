@@ -15,10 +15,10 @@ from deltalake import DeltaTable
 from runner.cli import cli
 from runner.errors import BadRecordsError
 from runner.observe import history
-from runner.observe.observed import Observer, compaction_figures, expansion_figures
+from runner.observe.observed import Observer
 from runner.pipeline.context import RunOptions
-from runner.services.compact import compact_table
-from runner.services.expand import ExpansionRequest, expand_table
+from runner.services.compact import CompactSummary, compact_table
+from runner.services.expand import ExpandSummary, ExpansionRequest, expand_table
 from runner.spec import load_spec
 from tests.helpers import city_content, city_rows, city_target, file_bytes, write_batch
 
@@ -67,14 +67,14 @@ def test_each_run_and_service_leaves_one_record(spark, tmp_path):
     assert DeltaTable(str(table)).version() == v1 + 1
 
     compacted = Observer(spec).service(
-        "compaction", lambda: compact_table(spec, spark=spark), compaction_figures
+        "compaction", lambda: compact_table(spec, spark=spark), CompactSummary.record
     )
     fold = ("committed", v1 + 2) if compacted.version else ("nothing_to_do", None)
     request = ExpansionRequest(8, None, (), False)
     expanded = Observer(spec).service(
         "expansion",
         lambda: expand_table(spec, request, spark=spark)[1],
-        expansion_figures,  # type: ignore[arg-type]
+        ExpandSummary.record,  # type: ignore[arg-type]
     )
 
     assert expanded is not None and expanded.version is not None
@@ -89,6 +89,13 @@ def test_each_run_and_service_leaves_one_record(spark, tmp_path):
     ]
     first, _, second, failed, _, _ = records
     assert (first["inserted"], second["inserted"], second["updated"]) == (20, 10, 10)
+    # the history's figures are the summary's (--summary-json's), name for name
+    shared = set(history.SCHEMA.names) & set(real.to_dict()) - {
+        "run_id",
+        "stage_seconds",
+        "sources",
+    }
+    assert {k: second[k] for k in shared} == {k: real.to_dict()[k] for k in shared}
     assert first["checkpoints_after"]["src"] == second["checkpoints_before"]["src"]
     assert first["files_added"] > 0 and first["bytes_written"] > 0
     assert {"keys", "write", "commit"} <= set(first["stage_seconds"])
