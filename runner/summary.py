@@ -1,7 +1,9 @@
 """The run summary: printed at the end of a run and written by --summary-json.
 
-Its fields are filled from the run's stages (runner/pipeline/figures.py says where each
-counter comes from); this module only holds and renders them."""
+It is assembled from one typed value per stage's result (`SourceFigures`, `VerdictFigures`,
+`WriteFigures`; runner/pipeline/figures.py says where each counter comes from), which the
+run's record in the history, its metrics and its lineage events read too
+(runner/observe/record.py); this module only holds and renders them."""
 
 from __future__ import annotations
 
@@ -85,6 +87,62 @@ class Stages:
 
 
 @dataclass(frozen=True)
+class SourceFigures:
+    """What the sources stage found (runner/pipeline/inputs.py): each source's read (its
+    files, bytes or versions, and its checkpoint `since` and `until`), and where the
+    checkpoints came from."""
+
+    checkpoint_origin: str | None = None
+    sources: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def checkpoints(self, end: Literal["since", "until"]) -> dict[str, Any]:
+        """Each source's checkpoint at the start (`since`) or the end (`until`) of the run."""
+        return {name: read[end] for name, read in self.sources.items() if end in read}
+
+
+@dataclass(frozen=True)
+class VerdictFigures:
+    """The batch's rows as the verdicts left them (runner/pipeline/judge.py)."""
+
+    rows_read: int = 0
+    rows_dropped: int = 0  # by expectations with action drop
+    rows_quarantined: int = 0
+    rejected_by_rule: dict[str, int] = field(default_factory=dict)  # rule -> rows
+
+
+@dataclass(frozen=True)
+class WriteFigures:
+    """What the written buckets hold (runner/pipeline/figures.py `write_figures`, from the
+    bucket writers' result rows): rows by outcome, files, bytes, buckets."""
+
+    inserted: int = 0
+    updated: int = 0
+    unchanged: int = 0  # equal to their stored row: left alone (target.skip_unchanged)
+    deleted: int = 0
+    duplicates_dropped: int = 0
+    stale_skipped: int = 0
+    deletes_missing: int = 0
+    scd_type: int | None = None  # a change feed's (target.cdc), else None
+    late_events: int = 0  # a change feed's events older than the key's stored state
+    superseded_events: int = 0  # SCD type 1: events a later one of the batch replaced
+    versions_closed: int = 0  # SCD type 2: versions given an end by this batch
+    files_added: int = 0
+    files_removed: int = 0
+    bytes_written: int = 0  # data files, change data files and deletion vectors
+    change_data_files: int = 0  # Delta's change data feed: files of this commit's changes
+    buckets_touched: int = 0
+    partitions_touched: int = 0
+    table_type: str = "COPY_ON_WRITE"
+    buckets_rewritten: int = 0  # MERGE_ON_READ: stored buckets past the thresholds, rewritten
+    buckets_with_deletion_vectors: int = 0  # MERGE_ON_READ: buckets whose files got DVs
+
+    @property
+    def rows_changed(self) -> int:
+        """The rows the write changed in the table: inserted, updated or deleted."""
+        return self.inserted + self.updated + self.deleted
+
+
+@dataclass(frozen=True)
 class ActionFigures:
     """What a table action's result gives its record in the run history, and so its
     Prometheus metrics and OpenLineage events: each action's summary says it once
@@ -102,12 +160,33 @@ class ActionFigures:
     def committed_or_not(version: int | None) -> Outcome:
         return "committed" if version is not None else "nothing_to_do"
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def record_fields(self) -> dict[str, Any]:
+        """Its record's fields (runner/observe/record.py `RunRecord`): the rows it read and
+        the files it wrote, in the typed figures a run's record holds them in."""
+        files = WriteFigures(
+            files_added=self.files_added,
+            files_removed=self.files_removed,
+            bytes_written=self.bytes_written,
+        )
+        return {
+            "outcome": self.outcome,
+            "version": self.version,
+            "instant": self.instant,
+            "verdicts": VerdictFigures(rows_read=self.rows_read),
+            "write": files,
+        }
+
+
+# The run summary's parts that are figures, by their field in RunSummary: their own fields
+# are the summary's, in its `to_dict()` and as its attributes (`summary.inserted`).
+FIGURE_PARTS = ("inputs", "verdicts", "write")
 
 
 @dataclass
 class RunSummary:
+    """A run's summary, assembled from the typed figures of its stages (the same values its
+    record in the history is made from: runner/observe/record.py)."""
+
     pipeline: str
     run_id: str
     table: str
@@ -118,32 +197,9 @@ class RunSummary:
     batch_already_committed: bool = False
     dry_run: bool = False  # counted as the run would have; nothing written, nothing committed
     nothing_new: bool = False  # every incremental source had nothing new: no Spark, no commit
-    checkpoint_origin: str | None = None
-    sources: dict[str, dict[str, Any]] = field(default_factory=dict)
-    rows_read: int = 0
-    rows_dropped: int = 0  # by expectations with action drop
-    rows_quarantined: int = 0
-    rejected_by_rule: dict[str, int] = field(default_factory=dict)
-    inserted: int = 0
-    updated: int = 0
-    unchanged: int = 0  # equal to their stored row: left alone (target.skip_unchanged)
-    deleted: int = 0
-    duplicates_dropped: int = 0
-    stale_skipped: int = 0
-    deletes_missing: int = 0
-    scd_type: int | None = None  # a change feed's (target.cdc), else None
-    late_events: int = 0  # a change feed's events older than the key's stored state
-    superseded_events: int = 0  # SCD type 1: events a later one of the batch replaced
-    versions_closed: int = 0  # SCD type 2: versions given an end by this batch
-    files_added: int = 0
-    files_removed: int = 0
-    bytes_written: int = 0
-    change_data_files: int = 0  # Delta's change data feed: files of this commit's changes
-    buckets_touched: int = 0
-    partitions_touched: int = 0
-    table_type: str = "COPY_ON_WRITE"
-    buckets_rewritten: int = 0  # MERGE_ON_READ: stored buckets past the thresholds, rewritten
-    buckets_with_deletion_vectors: int = 0  # MERGE_ON_READ: buckets whose files got DVs
+    inputs: SourceFigures = field(default_factory=SourceFigures)
+    verdicts: VerdictFigures = field(default_factory=VerdictFigures)
+    write: WriteFigures = field(default_factory=WriteFigures)
     # the schema changes the run made: new columns (`note`), new nested fields
     # (`address.zip`), widened types (`amount: integer -> long`)
     columns_added: list[str] = field(default_factory=list)
@@ -162,8 +218,25 @@ class RunSummary:
     rows_from: str | None = None
     merged_on: str | None = None  # the driver, or Spark executors (and why)
 
+    def __getattr__(self, name: str) -> Any:
+        """A figure by its own name (`summary.inserted`, `summary.rows_read`), as callers
+        of `run_pipeline` have always read it; only called for a name that is not a field."""
+        if not name.startswith("_"):
+            for part in FIGURE_PARTS:
+                value = self.__dict__.get(part)
+                if value is not None and name in value.__dataclass_fields__:
+                    return getattr(value, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Flat, as --summary-json writes it: each figure part's fields in its place."""
+        flat: dict[str, Any] = {}
+        for name, value in asdict(self).items():
+            if name in FIGURE_PARTS:
+                flat.update(value)
+            else:
+                flat[name] = value
+        return flat
 
     def render(self) -> str:
         if self.batch_already_committed:
@@ -172,8 +245,9 @@ class RunSummary:
                 "nothing to do"
             )
         if self.nothing_new:
+            sources = ", ".join(self.inputs.sources)
             return (
-                f"{self.pipeline}: nothing new in {', '.join(self.sources)}{self._recorded()} "
+                f"{self.pipeline}: nothing new in {sources}{self._recorded()} "
                 f"({self._stage_times()})"
             )
         lines = self._write_lines() + self._merge_lines() + self._input_lines()
@@ -188,7 +262,7 @@ class RunSummary:
         """What a run that read nothing recorded: nothing, or its starting points."""
         if self.version is None:
             return "; nothing to do"
-        if any(info.get("start") == "latest" for info in self.sources.values()):
+        if any(info.get("start") == "latest" for info in self.inputs.sources.values()):
             return (
                 "; no records after the latest offsets; starting points recorded in version "
                 f"{self.version}: the next run reads what arrives after them"
@@ -200,7 +274,8 @@ class RunSummary:
 
     def _write_lines(self) -> list[str]:
         """What the commit holds: rows by outcome, files and bytes."""
-        changed = self.files_added or self.files_removed or self.buckets_with_deletion_vectors
+        w = self.write
+        changed = w.files_added or w.files_removed or w.buckets_with_deletion_vectors
         if self.dry_run:
             head = "would commit a new version" if changed else "would commit nothing"
         elif self.version is not None:
@@ -210,38 +285,39 @@ class RunSummary:
         return [
             f"{self.pipeline}: {self.operation} {head} of {self.table}",
             f"  instant      {self.instant}   run {self.run_id}",
-            f"  rows read    {self.rows_read:,}",
-            f"  inserted     {self.inserted:,}   updated {self.updated:,}   "
-            + (f"unchanged {self.unchanged:,}   " if self.unchanged else "")
-            + f"deleted {self.deleted:,}",
-            f"  dropped      {self.duplicates_dropped:,} duplicates in the batch, "
-            f"{self.stale_skipped:,} older than stored, {self.deletes_missing:,} deletes of "
+            f"  rows read    {self.verdicts.rows_read:,}",
+            f"  inserted     {w.inserted:,}   updated {w.updated:,}   "
+            + (f"unchanged {w.unchanged:,}   " if w.unchanged else "")
+            + f"deleted {w.deleted:,}",
+            f"  dropped      {w.duplicates_dropped:,} duplicates in the batch, "
+            f"{w.stale_skipped:,} older than stored, {w.deletes_missing:,} deletes of "
             "missing keys",
-            f"  files        +{self.files_added} -{self.files_removed}   "
-            + (f"+{self.change_data_files} change data   " if self.change_data_files else "")
-            + f"{human_size(self.bytes_written)} written   {self.buckets_touched} bucket(s) in "
-            f"{self.partitions_touched} partition(s) "
-            + ("rewritten" if self.table_type == "COPY_ON_WRITE" else "changed"),
+            f"  files        +{w.files_added} -{w.files_removed}   "
+            + (f"+{w.change_data_files} change data   " if w.change_data_files else "")
+            + f"{human_size(w.bytes_written)} written   {w.buckets_touched} bucket(s) in "
+            f"{w.partitions_touched} partition(s) "
+            + ("rewritten" if w.table_type == "COPY_ON_WRITE" else "changed"),
         ]
 
     def _merge_lines(self) -> list[str]:
         """How the batch was merged: a change feed's events, deletion vectors, the place."""
+        w = self.write
         lines = []
-        if self.scd_type == 1:
+        if w.scd_type == 1:
             lines.append(
-                f"  changes      SCD type 1: {self.late_events:,} late event(s) skipped (the "
-                f"table holds a newer state), {self.superseded_events:,} replaced by a later "
+                f"  changes      SCD type 1: {w.late_events:,} late event(s) skipped (the "
+                f"table holds a newer state), {w.superseded_events:,} replaced by a later "
                 "event of the batch"
             )
-        elif self.scd_type == 2:
+        elif w.scd_type == 2:
             lines.append(
-                f"  changes      SCD type 2: {self.late_events:,} late event(s) put in their "
-                f"place in the history, {self.versions_closed:,} version(s) closed"
+                f"  changes      SCD type 2: {w.late_events:,} late event(s) put in their "
+                f"place in the history, {w.versions_closed:,} version(s) closed"
             )
-        if self.table_type == "MERGE_ON_READ":
+        if w.table_type == "MERGE_ON_READ":
             lines.append(
-                f"  merge        {self.buckets_with_deletion_vectors} bucket(s) got deletion "
-                f"vectors, {self.buckets_rewritten} rewritten whole (past the "
+                f"  merge        {w.buckets_with_deletion_vectors} bucket(s) got deletion "
+                f"vectors, {w.buckets_rewritten} rewritten whole (past the "
                 "target.compaction thresholds)"
             )
         if self.rows_from:
@@ -252,18 +328,19 @@ class RunSummary:
 
     def _input_lines(self) -> list[str]:
         """What the batch was read from: rejected rows, sources, checkpoints, skipped files."""
+        v = self.verdicts
         lines = []
-        if self.rejected_by_rule:
-            rules = ", ".join(f"{k} {v:,}" for k, v in sorted(self.rejected_by_rule.items()))
+        if v.rejected_by_rule:
+            rules = ", ".join(f"{k} {v:,}" for k, v in sorted(v.rejected_by_rule.items()))
             lines.append(
-                f"  rejected     {self.rows_quarantined:,} quarantined, {self.rows_dropped:,} "
+                f"  rejected     {v.rows_quarantined:,} quarantined, {v.rows_dropped:,} "
                 f"dropped   by rule: {rules}"
             )
-        for name, info in self.sources.items():
+        for name, info in self.inputs.sources.items():
             if "since" in info:
                 lines.append(f"  source       {name}: {_source_line(info)}")
-        if self.checkpoint_origin:
-            lines.append(f"  checkpoints  {self.checkpoint_origin}")
+        if self.inputs.checkpoint_origin:
+            lines.append(f"  checkpoints  {self.inputs.checkpoint_origin}")
         if self.files_skipped:
             lines.append(f"  skipped      {len(self.files_skipped)} unreadable file(s):")
             lines += [f"    {f['path']}: {f['reason']}" for f in self.files_skipped[:SHOWN_SKIPPED]]

@@ -170,3 +170,16 @@ def assert_rows_not_shuffled(frame: Any, stored_columns: list[str]) -> None:
     read = [line for line in plan.splitlines() if "ReadSchema" in line]
     assert read and not any(f"{c}:" in line for line in read for c in stored_columns), plan
     assert plan.count("Exchange ") == 1 and "partial_bit_or" in plan, plan
+
+
+def run_record(**fields: Any) -> Any:
+    """A RunRecord from flat fields, as the history names them: the figures (rows_read,
+    inserted, bytes_written...) go into its typed figures."""
+    from runner.observe.record import RunRecord
+    from runner.summary import VerdictFigures, WriteFigures
+
+    def part(kind: Any) -> Any:
+        return kind(**{k: fields.pop(k) for k in list(fields) if k in kind.__dataclass_fields__})
+
+    verdicts, write = part(VerdictFigures), part(WriteFigures)
+    return RunRecord(**fields, verdicts=verdicts, write=write)

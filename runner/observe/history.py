@@ -251,10 +251,15 @@ def _maintain(table: DeltaTable) -> None:
 def _rows(records: Sequence[RunRecord]) -> pa.Table:
     rows = []
     for r in records:
-        row = {name: getattr(r, name, None) for name in SCHEMA.names if name != "seconds"}
+        figures = r.figures()
+        row: dict[str, Any] = {
+            name: figures[name] if name in figures else getattr(r, name, None)
+            for name in SCHEMA.names
+            if name != "seconds"
+        }
         row["seconds"] = round(r.seconds, 3)
         for name in _MAPS:
-            row[name] = list(getattr(r, name).items())
+            row[name] = list(row[name].items())
         for name in _JSON:
             row[name] = json.dumps(row[name], default=str, sort_keys=True)
         row["sources"] = list(r.sources)

@@ -183,9 +183,9 @@ def _output(output: Dataset, record: RunRecord, schema: Schema | None) -> Output
         # the rows the run changed in the table; bytes and files it added
         statistics["outputStatistics"] = (
             output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
-                rowCount=record.inserted + record.updated + record.deleted,
-                size=record.bytes_written,
-                fileCount=record.files_added,
+                rowCount=record.write.rows_changed,
+                size=record.write.bytes_written,
+                fileCount=record.write.files_added,
                 producer=PRODUCER,
             )
         )

@@ -94,7 +94,9 @@ class Observer:
             )
             self._after(record)
             raise
-        self._after(RunRecord(**self._identity(kind, run_id, started), **figures(done).to_dict()))
+        self._after(
+            RunRecord(**self._identity(kind, run_id, started), **figures(done).record_fields())
+        )
         return done
 
     def _start(self) -> str:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from runner.spec.secrets import scrub
-from runner.summary import Outcome, RunSummary
+from runner.summary import Outcome, RunSummary, VerdictFigures, WriteFigures
 
 Kind = Literal["run", "expansion", "compaction", "clean", "restore"]
 MESSAGE_CHARS = 500  # an error's message is kept to its first line, cut at this length
@@ -38,17 +38,10 @@ class RunRecord:
     error_class: str | None = None
     error_message: str | None = None  # one line
     failed_stage: str | None = None
-    rows_read: int = 0
-    inserted: int = 0
-    updated: int = 0
-    deleted: int = 0
-    unchanged: int = 0
-    rows_dropped: int = 0
-    rows_quarantined: int = 0
-    rejected_by_rule: dict[str, int] = field(default_factory=dict)  # expectation -> rows
-    files_added: int = 0
-    files_removed: int = 0
-    bytes_written: int = 0
+    # the run's figures, the same values as its summary's (a table action's: the rows it
+    # read, the files it wrote); the history keeps those of runner/observe/history.py SCHEMA
+    verdicts: VerdictFigures = field(default_factory=VerdictFigures)
+    write: WriteFigures = field(default_factory=WriteFigures)
     stage_seconds: dict[str, float] = field(default_factory=dict)
     checkpoints_before: dict[str, Any] = field(default_factory=dict)  # source -> checkpoint
     checkpoints_after: dict[str, Any] = field(default_factory=dict)
@@ -57,6 +50,10 @@ class RunRecord:
     @property
     def seconds(self) -> float:
         return (self.ended_at - self.started_at).total_seconds()
+
+    def figures(self) -> dict[str, Any]:
+        """Its figures by name, flat, as the history's columns are named."""
+        return {**asdict(self.verdicts), **asdict(self.write)}
 
     @property
     def succeeded(self) -> bool:
@@ -108,19 +105,10 @@ def from_summary(
         instant=summary.instant,
         batch_id=summary.batch_id,
         version=summary.version,
-        rows_read=summary.rows_read,
-        inserted=summary.inserted,
-        updated=summary.updated,
-        deleted=summary.deleted,
-        unchanged=summary.unchanged,
-        rows_dropped=summary.rows_dropped,
-        rows_quarantined=summary.rows_quarantined,
-        rejected_by_rule=dict(summary.rejected_by_rule),
-        files_added=summary.files_added,
-        files_removed=summary.files_removed,
-        bytes_written=summary.bytes_written,
+        verdicts=summary.verdicts,
+        write=summary.write,
         stage_seconds=dict(summary.stage_seconds),
-        checkpoints_before={k: v.get("since") for k, v in summary.sources.items() if "since" in v},
-        checkpoints_after={k: v.get("until") for k, v in summary.sources.items() if "until" in v},
-        sources=tuple(summary.sources),
+        checkpoints_before=summary.inputs.checkpoints("since"),
+        checkpoints_after=summary.inputs.checkpoints("until"),
+        sources=tuple(summary.inputs.sources),
     )

@@ -159,21 +159,22 @@ def run_values(
     """One run's values: a counter's are what the run adds to it, a gauge's what it reads
     after the run. No last-success time after a failed run; no table metrics without
     `table`."""
+    verdicts, write = record.verdicts, record.write
     rows = (
-        record.rows_read,
-        record.inserted,
-        record.updated,
-        record.deleted,
-        record.unchanged,
-        record.rows_dropped,
-        record.rows_quarantined,
+        verdicts.rows_read,
+        write.inserted,
+        write.updated,
+        write.deleted,
+        write.unchanged,
+        verdicts.rows_dropped,
+        verdicts.rows_quarantined,
     )
     values = counter_zeros(expectations)
     values[ROWS] = {outcome: float(n) for outcome, n in zip(ROW_OUTCOMES, rows, strict=True)}
-    values[REJECTED].update({rule: float(n) for rule, n in record.rejected_by_rule.items()})
-    values[BYTES] = {"": float(record.bytes_written)}
-    values[FILES_ADDED] = {"": float(record.files_added)}
-    values[FILES_REMOVED] = {"": float(record.files_removed)}
+    values[REJECTED].update({rule: float(n) for rule, n in verdicts.rejected_by_rule.items()})
+    values[BYTES] = {"": float(write.bytes_written)}
+    values[FILES_ADDED] = {"": float(write.files_added)}
+    values[FILES_REMOVED] = {"": float(write.files_removed)}
     values[RUNS] = {outcome: float(outcome == record.outcome) for outcome in OUTCOMES}
     values[STAGE_SECONDS] = {**dict.fromkeys(RUN_STAGES, 0.0), **record.stage_seconds}
     values[RUN_SECONDS] = {"": record.seconds}

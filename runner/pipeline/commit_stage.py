@@ -40,6 +40,7 @@ from runner.delta.transaction import (
 from runner.errors import CommitConflictError
 from runner.pipeline.context import RunContext
 from runner.pipeline.figures import (
+    BatchFigures,
     change_feed_needed,
     change_files,
     changed,
@@ -97,7 +98,7 @@ def prepare_commit(
     schema: SchemaPlan,
     inputs: Inputs,
     written: Written,
-    figures: Mapping[str, Any],
+    figures: BatchFigures,
 ) -> Prepared | None:
     """The version a run commits: its new files, the stored files they replace, the new
     deletion vectors, its figures and checkpoints; None when no row changed and no
@@ -176,15 +177,15 @@ def commit_run(
     return version, prepared
 
 
-def log_commit(version: int | None, figures: Mapping[str, Any]) -> None:
+def log_commit(version: int | None, figures: BatchFigures) -> None:
     """The commit's log event, with the figures of what was committed (after a re-merge,
     the last round's)."""
     if version is not None:
         log.info(
             "commit_done",
             version=version,
-            files_added=figures["files_added"],
-            files_removed=figures["files_removed"],
+            files_added=figures.write.files_added,
+            files_removed=figures.write.files_removed,
         )
 
 

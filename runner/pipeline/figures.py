@@ -1,5 +1,6 @@
-"""Where a run's figures come from: each counter of the run summary and of the commit's
-metadata is computed here, from the result rows of the bucket writers (one row per touched
+"""Where a run's figures come from: each counter the write gives the run summary (and so
+its record in the history, its metrics and lineage events) and the commit's metadata is
+computed here, from the result rows of the bucket writers (one row per touched
 bucket, runner/write/writer.py RESULT_SCHEMA) and the stored files the write replaced.
 
 Pure functions of the stages' results: the run summary is assembled from their outputs,
@@ -9,6 +10,7 @@ never filled in field by field as the run goes.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from pyspark.sql import Row
@@ -16,6 +18,7 @@ from pyspark.sql import Row
 from runner.delta.log_entry import NewFile
 from runner.delta.snapshot import DataFile, Group
 from runner.spec.model import Target
+from runner.summary import VerdictFigures, WriteFigures
 from runner.write.bucket_write import replaced_files, written_files
 
 
@@ -47,41 +50,54 @@ def changed(results: Sequence[Row]) -> list[Row]:
 
 def write_figures(
     results: Sequence[Row], stored: Mapping[Group, Sequence[DataFile]], target: Target
-) -> dict[str, Any]:
-    """The run summary's fields the written buckets fill: rows by outcome, files, bytes,
-    buckets and partitions, and a change feed's event counts."""
+) -> WriteFigures:
+    """What the written buckets hold: rows by outcome, files, bytes, buckets and
+    partitions, and a change feed's event counts."""
     changed_rows = changed(results)
     added = new_files(results)
     change_data = change_files(results, stored)
-    figures: dict[str, Any] = {
-        "inserted": sum(r.insert for r in results),
-        "updated": sum(r.update for r in results),
-        "unchanged": sum(r.unchanged for r in results),
-        "deleted": sum(r.deleted for r in results),
-        "duplicates_dropped": sum(r.duplicate for r in results),
-        "stale_skipped": sum(r.stale for r in results),
-        "deletes_missing": sum(r.delete_missing for r in results),
-        "files_added": len(added),
-        "files_removed": len(replaced_files(results, stored)),
-        "bytes_written": sum(f.size for f in [*added, *change_data])
-        + sum(r.dv_size for r in results),
-        "change_data_files": len(change_data),
-        "buckets_touched": len({(r.partition_path, r.bucket) for r in changed_rows}),
-        "table_type": target.table_type,
-        "buckets_rewritten": len(
+    figures = WriteFigures(
+        inserted=sum(r.insert for r in results),
+        updated=sum(r.update for r in results),
+        unchanged=sum(r.unchanged for r in results),
+        deleted=sum(r.deleted for r in results),
+        duplicates_dropped=sum(r.duplicate for r in results),
+        stale_skipped=sum(r.stale for r in results),
+        deletes_missing=sum(r.delete_missing for r in results),
+        files_added=len(added),
+        files_removed=len(replaced_files(results, stored)),
+        bytes_written=sum(f.size for f in [*added, *change_data]) + sum(r.dv_size for r in results),
+        change_data_files=len(change_data),
+        buckets_touched=len({(r.partition_path, r.bucket) for r in changed_rows}),
+        partitions_touched=len({r.partition_path for r in changed_rows}),
+        table_type=target.table_type,
+        buckets_rewritten=len(
             {(r.partition_path, r.bucket) for r in changed_rows if r.rewritten} & set(stored)
         ),
-        "buckets_with_deletion_vectors": sum(1 for r in changed_rows if r.deletion_vectors),
-        "partitions_touched": len({r.partition_path for r in changed_rows}),
-    }
-    if target.cdc is not None:
-        figures |= {
-            "scd_type": target.scd.type,
-            "late_events": sum(r.late for r in results),
-            "superseded_events": sum(r.superseded for r in results),
-            "versions_closed": sum(r.closed for r in results),
-        }
-    return figures
+        buckets_with_deletion_vectors=sum(1 for r in changed_rows if r.deletion_vectors),
+    )
+    if target.cdc is None:
+        return figures
+    return replace(
+        figures,
+        scd_type=target.scd.type,
+        late_events=sum(r.late for r in results),
+        superseded_events=sum(r.superseded for r in results),
+        versions_closed=sum(r.closed for r in results),
+    )
+
+
+@dataclass(frozen=True)
+class BatchFigures:
+    """What a run's write path gives its summary and its commit: the batch's verdicts, the
+    written buckets' figures (after a re-merge, its last round's), how the rows were
+    written, and the schema rewrite done before the write (runner/pipeline/run.py)."""
+
+    verdicts: VerdictFigures
+    write: WriteFigures = field(default_factory=WriteFigures)
+    schema_rewrites: tuple[dict[str, Any], ...] = ()  # runner/services/schema_rewrite.py's
+    rows_from: str | None = None  # bulk_insert: the source files, or Spark (and why)
+    merged_on: str | None = None  # the driver, or Spark executors (and why)
 
 
 # The figures a commit records in its commitInfo, beside the run's identity.
@@ -100,7 +116,8 @@ COMMITTED_FIGURES = (
 )
 
 
-def commit_metadata(identity: Mapping[str, Any], figures: Mapping[str, Any]) -> dict[str, Any]:
+def commit_metadata(identity: Mapping[str, Any], figures: BatchFigures) -> dict[str, Any]:
     """The commit's metadata: the run's identity (pipeline, run id, instant, operation,
     batch id), then its figures, in the order readers have always found them."""
-    return {**identity, **{name: figures.get(name, 0) for name in COMMITTED_FIGURES}}
+    named = {**asdict(figures.verdicts), **asdict(figures.write)}
+    return {**identity, **{name: named[name] for name in COMMITTED_FIGURES}}

@@ -36,6 +36,7 @@ from runner.sources.plan import (
 )
 from runner.sources.restored_source import refuse_undone_reads
 from runner.spec.model import Target
+from runner.summary import SourceFigures
 
 log = structlog.get_logger(__name__)
 
@@ -57,16 +58,17 @@ class Inputs:
         start_fixed_now): recorded even when nothing follows it."""
         return [p.source.name for p in self.plans if p.start_fixed_now]
 
-    def figures(self) -> dict[str, Any]:
-        """The run summary's fields this stage fills."""
-        return {
-            "sources": {p.source.name: p.summary() for p in self.plans},
-            "checkpoint_origin": (
-                self.points.describe()
-                if self.points.by_source or self.checkpoint_given or self.points.into_rows
+    def figures(self) -> SourceFigures:
+        """The run's figures this stage gives."""
+        points = self.points
+        return SourceFigures(
+            checkpoint_origin=(
+                points.describe()
+                if points.by_source or self.checkpoint_given or points.into_rows
                 else None
             ),
-        }
+            sources={p.source.name: p.summary() for p in self.plans},
+        )
 
     def checkpoints(self) -> tuple[dict[str, Any] | None, bool]:
         """The checkpoints to record with this run's commit, and whether any moved on."""

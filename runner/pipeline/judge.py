@@ -38,6 +38,7 @@ from runner.pipeline.quality import (
 from runner.pipeline.winners import estimated_bytes, one_pass_frame, split_verdicts
 from runner.storage.location import writing
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH
+from runner.summary import VerdictFigures
 
 log = structlog.get_logger(__name__)
 
@@ -103,14 +104,14 @@ def judge(ctx: RunContext, batch: Batch, verdicts: Verdicts, groups: Mapping[Gro
     )
 
 
-def verdict_figures(verdicts: Verdicts) -> dict[str, Any]:
-    """The run summary's fields the verdicts fill."""
-    return {
-        "rows_read": verdicts.rows_read,
-        "rows_dropped": verdicts.count("drop"),
-        "rows_quarantined": verdicts.count("quarantine"),
-        "rejected_by_rule": verdicts.by_rule,
-    }
+def verdict_figures(verdicts: Verdicts) -> VerdictFigures:
+    """The run's figures the verdicts give."""
+    return VerdictFigures(
+        rows_read=verdicts.rows_read,
+        rows_dropped=verdicts.count("drop"),
+        rows_quarantined=verdicts.count("quarantine"),
+        rejected_by_rule=verdicts.by_rule,
+    )
 
 
 def quarantine_skipped(ctx: RunContext, skipped: Mapping[str, UnreadableFileError]) -> None:

@@ -9,8 +9,7 @@ that changes after it is made.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from dataclasses import replace
 
 import structlog
 from pyspark.sql import Row
@@ -19,7 +18,7 @@ from runner.delta.transaction import BucketClash, Commit, Resolver
 from runner.pipeline.bucket_plan import BucketPlan
 from runner.pipeline.commit_stage import Written, prepare_commit, refuse_new_columns
 from runner.pipeline.context import RunContext
-from runner.pipeline.figures import write_figures
+from runner.pipeline.figures import BatchFigures, write_figures
 from runner.pipeline.inputs import Inputs
 from runner.pipeline.write_stage import MergeInput, rewrite_buckets
 
@@ -45,15 +44,13 @@ class Remerge:
     def written(self) -> Written:
         return Written(tuple(self.results), self.plan.stored)
 
-    def figures(self, verdicts: Mapping[str, Any]) -> dict[str, Any]:
-        """The run's figures for its latest write (`verdicts`: the batch's, unchanged)."""
-        return {
-            **verdicts,
-            **write_figures(self.results, self.plan.stored, self._ctx.target),
-            "merged_on": self.plan.merged_on,
-        }
+    def figures(self, batch: BatchFigures) -> BatchFigures:
+        """The run's figures for its latest write (`batch`: the verdicts and the schema
+        rewrite, unchanged)."""
+        write = write_figures(self.results, self.plan.stored, self._ctx.target)
+        return replace(batch, write=write, merged_on=self.plan.merged_on)
 
-    def resolver(self, verdicts: Mapping[str, Any]) -> Resolver:
+    def resolver(self, verdicts: BatchFigures) -> Resolver:
         return Resolver(
             resolve=lambda clash: self.resolve(clash, verdicts),
             attempts=self._ctx.target.commit_retries,
@@ -63,7 +60,7 @@ class Remerge:
             ),
         )
 
-    def resolve(self, clash: BucketClash, verdicts: Mapping[str, Any]) -> Commit | None:
+    def resolve(self, clash: BucketClash, verdicts: BatchFigures) -> Commit | None:
         """Merge the clashing buckets again on `clash.latest`; what to commit instead."""
         ctx, latest = self._ctx, clash.latest
         refuse_new_columns(latest, self._merge.schema)

@@ -47,7 +47,7 @@ from runner.pipeline.commit_stage import (
     unused_change_files,
 )
 from runner.pipeline.context import RunContext, RunOptions
-from runner.pipeline.figures import write_figures
+from runner.pipeline.figures import BatchFigures, write_figures
 from runner.pipeline.inputs import Inputs, plan_inputs
 from runner.pipeline.judge import count_batch, judge, quarantine_skipped, verdict_figures
 from runner.pipeline.preflight import preflight
@@ -62,7 +62,7 @@ from runner.sources.bad_input import reading
 from runner.sources.file_rows import why_spark_sends_rows
 from runner.spec.model import PipelineSpec
 from runner.storage.in_flight import in_flight
-from runner.summary import RunSummary
+from runner.summary import RunSummary, VerdictFigures
 from runner.write.bulk_writer import OCCUPIED, places_overflow
 from runner.write.uncommitted import remove_files
 
@@ -100,7 +100,7 @@ def _run(ctx: RunContext, spark: SparkSession | None) -> RunSummary:
     )
     checked = preflight(ctx)
     if checked.already_committed:
-        return _summary(ctx, batch_already_committed=True)
+        return replace(_summary(ctx), batch_already_committed=True)
     # clean keeps this run's files; a dry run writes none under the table
     beating = nullcontext() if ctx.options.dry_run else in_flight(ctx.table, ctx.instant, "run")
     try:
@@ -112,7 +112,7 @@ def _run(ctx: RunContext, spark: SparkSession | None) -> RunSummary:
     if outcome.committed is not None and outcome.committed.version is not None:
         assert outcome.spark is not None
         services = after_commit(ctx, outcome.spark)
-    summary = _summary(ctx, **outcome.figures(), **services.figures(), dry_run=ctx.options.dry_run)
+    summary = outcome.summary(ctx, services)
     log.info("run_finished", **{k: v for k, v in summary.to_dict().items() if k != "run_id"})
     return summary
 
@@ -124,27 +124,35 @@ class Outcome:
     inputs: Inputs
     spark: SparkSession | None
     skipped: tuple[UnreadableFileError, ...] = ()
-    write: dict[str, Any] = field(default_factory=dict)  # the figures of the write stages
+    batch: BatchFigures | None = None  # the figures of the write stages
     committed: Committed | None = None  # None: the run did not get to its commit stage
     checkpoints_version: int | None = None  # nothing new, but chosen checkpoints recorded
 
-    def figures(self) -> dict[str, Any]:
+    def summary(self, ctx: RunContext, services: ServicesRun) -> RunSummary:
+        """The run's summary, assembled from the figures its stages gave."""
         committed = self.committed
-        reached = committed is not None
-        version = committed.version if committed is not None else self.checkpoints_version
-        return {
-            **self.inputs.figures(),
-            **self.write,
-            "version": version,
-            "nothing_new": not reached,
-            "columns_added": list(committed.columns_added) if committed is not None else [],
-            "files_skipped": [
+        batch = self.batch or BatchFigures(VerdictFigures())
+        return replace(
+            _summary(ctx),
+            version=committed.version if committed is not None else self.checkpoints_version,
+            dry_run=ctx.options.dry_run,
+            nothing_new=committed is None,
+            inputs=self.inputs.figures(),
+            verdicts=batch.verdicts,
+            write=batch.write,
+            columns_added=list(committed.columns_added) if committed is not None else [],
+            schema_rewrites=list(batch.schema_rewrites),
+            files_skipped=[
                 {"source": b.source, "path": b.path, "reason": b.reason} for b in self.skipped
             ],
-        }
+            rows_from=batch.rows_from,
+            merged_on=batch.merged_on,
+            **services.figures(),
+        )
 
 
-def _summary(ctx: RunContext, **figures: Any) -> RunSummary:
+def _summary(ctx: RunContext) -> RunSummary:
+    """The run's summary before its stages' figures: who ran, on what, when."""
     target = ctx.target
     return RunSummary(
         pipeline=ctx.spec.name,
@@ -154,7 +162,6 @@ def _summary(ctx: RunContext, **figures: Any) -> RunSummary:
         instant=ctx.instant,
         batch_id=ctx.options.batch_id,
         stage_seconds=ctx.stages.seconds,
-        **figures,
     )
 
 
@@ -243,14 +250,14 @@ class _ToWrite:
     skipped: dict[str, UnreadableFileError]
     pending: SchemaRewrite = field(default_factory=SchemaRewrite)  # rewritten before the write
 
-    def rewritten(self, ctx: RunContext) -> tuple[_ToWrite, dict[str, Any]]:
+    def rewritten(self, ctx: RunContext) -> tuple[_ToWrite, tuple[dict[str, Any], ...]]:
         """This run after the rewrite stage (schema_evolution full): on the rewritten table,
-        its batch planned again; the summary's figure of it."""
+        its batch planned again; the rewrite's summary, if one ran."""
         snapshot, batch, done = rewrite_before_write(
             ctx, self.spark, self.snapshot, self.batch, self.pending
         )
         run = replace(self, snapshot=snapshot, batch=batch, pending=SchemaRewrite())
-        return run, {"schema_rewrites": [done] if done else []}
+        return run, (done,) if done else ()
 
     @property
     def spark(self) -> SparkSession:
@@ -258,7 +265,7 @@ class _ToWrite:
         return self.inputs.spark
 
 
-def _merge(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Committed]:
+def _merge(ctx: RunContext, run: _ToWrite) -> tuple[BatchFigures, Committed]:
     """upsert, insert, delete (and bulk_insert with filter_dupes): count the batch per
     bucket, judge it, then merge it into the buckets it touches and commit; another
     writer's commit on the same buckets is answered by a re-merge (remerge.py)."""
@@ -266,7 +273,7 @@ def _merge(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Committed]:
     judge(ctx, run.batch, counted.verdicts, counted.groups)
     run, rewrite = run.rewritten(ctx)
     batch = run.batch
-    verdicts = {**verdict_figures(counted.verdicts), **rewrite}
+    verdicts = BatchFigures(verdict_figures(counted.verdicts), schema_rewrites=rewrite)
     keyed = batch.judged.where(F.col(FATE).isNull())  # the rows to write
     merge = MergeInput(run.spark, keyed, batch.schema)
     change = _change(ctx, run)
@@ -312,9 +319,9 @@ def _change(ctx: RunContext, run: _ToWrite) -> TableChange:
     )
 
 
-def _note_rewrite(failure: BaseException, rewrite: dict[str, Any]) -> None:
+def _note_rewrite(failure: BaseException, rewrite: tuple[dict[str, Any], ...]) -> None:
     """A failure after the run's schema rewrite committed says so: that version stays."""
-    for done in rewrite.get("schema_rewrites", []):
+    for done in rewrite:
         failure.add_note(
             f"the table's schema rewrite ({', '.join(done['changes'])}) was committed as "
             f"version {done['version']} before this failure; it changed no row, and the "
@@ -327,7 +334,7 @@ def _dry_run(batch: Batch) -> Committed:
     return Committed(None, tuple(c.describe() for c in batch.schema.changes))
 
 
-def _bulk_insert(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Committed]:
+def _bulk_insert(ctx: RunContext, run: _ToWrite) -> tuple[BatchFigures, Committed]:
     """bulk_insert without filter_dupes: one pass over the input and no shuffle; each task
     writes its rows' buckets and counts the rows set aside, then the verdicts are enforced
     before the commit. The tasks read the rows from the source files themselves when
@@ -340,7 +347,7 @@ def _bulk_insert(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Commit
     rows_from = f"Spark ({why_not})" if why_not else "the source files"
     log.info("bulk_rows_from", source=rows_from)
     occupied = frozenset(pp for pp, _ in snapshot.files_by_group()) if snapshot else frozenset()
-    rewrite: dict[str, Any] = {}
+    rewrite: tuple[dict[str, Any], ...] = ()
     with _change(ctx, run).guarded():
         try:
             with ctx.stage("write"):
@@ -356,12 +363,12 @@ def _bulk_insert(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Commit
             quarantine_skipped(ctx, run.skipped)
             run, rewrite = run.rewritten(ctx)
             batch, snapshot = run.batch, run.snapshot
-            figures = {
-                **verdict_figures(verdicts),
-                **write_figures(files, {}, target),
-                "rows_from": rows_from,
-                **rewrite,
-            }
+            figures = BatchFigures(
+                verdict_figures(verdicts),
+                write_figures(files, {}, target),
+                schema_rewrites=rewrite,
+                rows_from=rows_from,
+            )
             if ctx.options.dry_run:
                 return figures, _dry_run(batch)
             with ctx.stage("commit"):
@@ -374,7 +381,7 @@ def _bulk_insert(ctx: RunContext, run: _ToWrite) -> tuple[dict[str, Any], Commit
 
 
 def _commit_bulk(
-    ctx: RunContext, run: _ToWrite, written: Written, figures: dict[str, Any]
+    ctx: RunContext, run: _ToWrite, written: Written, figures: BatchFigures
 ) -> tuple[int | None, Prepared | None]:
     """A bulk_insert's commit: another writer's files in its buckets are a conflict, since
     it writes only into empty partitions."""

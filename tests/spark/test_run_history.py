@@ -89,6 +89,13 @@ def test_each_run_and_service_leaves_one_record(spark, tmp_path):
     ]
     first, _, second, failed, _, _ = records
     assert (first["inserted"], second["inserted"], second["updated"]) == (20, 10, 10)
+    # the history's figures are the summary's (--summary-json's), name for name
+    shared = set(history.SCHEMA.names) & set(real.to_dict()) - {
+        "run_id",
+        "stage_seconds",
+        "sources",
+    }
+    assert {k: second[k] for k in shared} == {k: real.to_dict()[k] for k in shared}
     assert first["checkpoints_after"]["src"] == second["checkpoints_before"]["src"]
     assert first["files_added"] > 0 and first["bytes_written"] > 0
     assert {"keys", "write", "commit"} <= set(first["stage_seconds"])

@@ -13,6 +13,7 @@ from deltalake import write_deltalake
 from runner.cli import cli
 from runner.observe import history
 from runner.observe.record import RunRecord
+from runner.summary import WriteFigures
 
 AT = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 
@@ -23,7 +24,7 @@ def warehouse(tmp_path, monkeypatch):
     write_deltalake(str(tmp_path / "orders"), pd.DataFrame({"id": [1, 2]}))
     record = RunRecord(
         "cafe00000001", "run", "orders", str(tmp_path / "orders"), "0" * 16, "upsert",
-        AT, AT + dt.timedelta(seconds=3), "committed", version=0, inserted=2,
+        AT, AT + dt.timedelta(seconds=3), "committed", version=0, write=WriteFigures(inserted=2),
     )  # fmt: skip
     assert history.append(str(tmp_path / "_runner_history" / "orders"), [record])
     monkeypatch.chdir(tmp_path)

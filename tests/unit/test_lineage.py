@@ -49,6 +49,7 @@ from runner.observe.record import RunRecord
 from runner.spec.loader import load_spec
 from runner.spec.model import JdbcSpec, KafkaSpec
 from runner.spec.secrets import resolve
+from tests.helpers import run_record
 from tests.lineage_collector import Collector
 
 SECRETS = {
@@ -166,7 +167,7 @@ def _record(spec: Any, run_id: str, **changes: Any) -> RunRecord:
         "files_added": 4,
         "bytes_written": 12345,
     }
-    return RunRecord(**{**values, **changes})
+    return run_record(**{**values, **changes})
 
 
 def _write_target(spec: Any) -> None:

@@ -32,6 +32,7 @@ from runner.pipeline.commit_stage import RunRule
 from runner.storage.location import locate
 from runner.storage.meta_columns import META_FIELDS
 from runner.storage.parquet_file import BucketFile
+from tests.helpers import run_record
 
 ROOT = Path(__file__).resolve().parents[2]
 START = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
@@ -52,7 +53,7 @@ def record(outcome: str = "committed", at: int = 0, **fields) -> RunRecord:
         "outcome": outcome,
         **fields,
     }
-    return RunRecord(**values)
+    return run_record(**values)
 
 
 COMMITTED = record(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+import structlog
+
 from runner.summary import Stages
 
 
@@ -29,8 +31,6 @@ def test_a_failure_is_kept_once_with_the_innermost_stage_and_raised_as_it_is(tmp
     """The history's failed_stage and the `stage_failed` log event name the stage the error
     happened in, once; the error itself reaches the caller unwrapped (its class sets the
     exit code)."""
-    from structlog.testing import capture_logs
-
     from runner.errors import BadRecordsError
     from runner.pipeline.context import RunContext, RunOptions
     from runner.spec import load_spec
@@ -39,7 +39,7 @@ def test_a_failure_is_kept_once_with_the_innermost_stage_and_raised_as_it_is(tmp
     spec = load_spec(write_spec(tmp_path, city_target("upsert")))
     ctx = RunContext.start(spec, RunOptions())
     error = BadRecordsError("no record key")
-    with capture_logs() as logged:
+    with structlog.testing.capture_logs() as events:
         try:
             with ctx.stage("commit"), ctx.stage("remerge"):
                 raise error
@@ -48,5 +48,12 @@ def test_a_failure_is_kept_once_with_the_innermost_stage_and_raised_as_it_is(tmp
     failure = ctx.stages.failure
     assert failure is not None and failure.stage == "remerge" and failure.cause is error
     assert failure.error_class == "BadRecordsError"
-    failed = [e for e in logged if e["event"] == "stage_failed"]
-    assert [(e["stage"], e["error"]) for e in failed] == [("remerge", "BadRecordsError")]
+    failed = [e for e in events if e["event"] == "stage_failed"]
+    assert failed == [
+        {
+            "event": "stage_failed",
+            "stage": "remerge",
+            "error": "BadRecordsError",
+            "log_level": "warning",
+        }
+    ]
