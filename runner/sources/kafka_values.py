@@ -17,14 +17,14 @@ from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import functions as F
 
 from runner.errors import UserError
-from runner.sources.bad_input import (
+from runner.sources.kafka import KAFKA_COLUMNS
+from runner.sources.schema_registry import registry_for
+from runner.sources.text_records import (
     CORRUPT,
     MALFORMED_FILE,
     permissive_options,
     with_corrupt_column,
 )
-from runner.sources.kafka import KAFKA_COLUMNS
-from runner.sources.schema_registry import registry_for
 from runner.spec.model import Source
 
 if TYPE_CHECKING:
