@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 from runner.errors import UserError
+from runner.sources.bad_input import unreadable_file
 from runner.sources.kinds import kind_of, registered, source_jars
 from runner.sources.kinds.base import SourceKind
 from runner.sources.model import InputSchema
@@ -117,3 +118,13 @@ def test_no_module_but_the_registry_compares_a_sources_format():
         if compares.search(line)
     ]
     assert found == []
+
+
+def test_a_file_spark_cannot_read_is_a_file_sources_never_a_kafka_sources(tmp_path):
+    """A Kafka source has no path: a file Spark fails on belongs to the file source that
+    holds it, even when the Kafka source comes first, so that source's on_bad_file holds."""
+    events = Source("events", "kafka", kafka=KafkaSpec("k:9092", ("orders",)))
+    files = Source("files", "parquet", path=str(tmp_path / "in"), on_bad_file="skip")
+    failure = RuntimeError(f"Encountered error while reading file {tmp_path}/in/a.parquet. x")
+    found = unreadable_file(failure, [events, files])
+    assert found is not None and (found.source, found.skippable) == ("files", True)
