@@ -1,8 +1,9 @@
 """`runner validate SPEC --against TABLE`: what the spec's input would change in a table's
 schema, told without Spark.
 
-The input's schema is known without a JVM when every source declares its schema (Spark
-DDL), is parquet (its first file's footer) or a Delta table (its log), and transform.sql,
+The input's schema is known without a JVM when every source's kind tells it
+(runner/sources/kinds/: a declared schema in Spark DDL, a parquet source's footers, a Delta
+table's log), and transform.sql,
 if any, gives types Spark has no choice about (runner/spec/transform_schema.py). The
 comparison is the run's own (runner/delta/schema.py
 plan_schema, under target.schema_evolution and target.on_schema_mismatch); a spec whose
@@ -17,25 +18,18 @@ import os
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from runner.delta.schema import SchemaPlan, plan_schema
 from runner.delta.schema_evolution import SchemaChange
 from runner.delta.schema_rewrite import SchemaRewrite, pending_renames_and_drops, plan_for_target
 from runner.delta.snapshot import open_table
 from runner.errors import SchemaChangeError, UserError
-from runner.sources.listing import list_new_files
-from runner.spec.ddl_types import ddl_arrow_schema
-from runner.spec.model import PipelineSpec, Source
+from runner.sources.kinds import kind_of
+from runner.sources.model import InputSchema
+from runner.spec.model import PipelineSpec
 from runner.spec.transform_schema import transform_schema
-from runner.storage.location import filesystem, is_local, locate
+from runner.storage.location import is_local, locate
 from runner.storage.meta_columns import CHANGE_TYPE, META_COLUMNS
-
-
-@dataclass(frozen=True)
-class InputSchema:
-    schema: pa.Schema | None  # the batch's columns as Spark would give them; None: unknown
-    origin: str  # where it was read, or why it cannot be known without Spark
 
 
 @dataclass(frozen=True)
@@ -151,7 +145,7 @@ def input_schema(spec: PipelineSpec) -> InputSchema:
 
 def _batch_schema(spec: PipelineSpec) -> InputSchema:
     """The batch's columns: its one source's, or transform.sql's result over the sources."""
-    sources = [_source_schema(source) for source in spec.sources]
+    sources = [kind_of(source).input_schema(source) for source in spec.sources]
     unknown = next((s for s in sources if s.schema is None), None)
     if unknown is not None:
         return unknown
@@ -163,96 +157,3 @@ def _batch_schema(spec: PipelineSpec) -> InputSchema:
         return InputSchema(None, result)
     origins = "; ".join(s.origin for s in sources)
     return InputSchema(result, f"transform.sql over {origins}")
-
-
-def _source_schema(source: Source) -> InputSchema:
-    where = f"source '{source.name}'"
-    if source.format == "kafka" or source.format == "jdbc":
-        return InputSchema(None, f"{where} is {source.format}, whose columns Spark decodes")
-    if source.schema:
-        schema = ddl_arrow_schema(source.schema)
-        if schema is None:
-            return InputSchema(None, f"{where} declares a type this check does not read")
-        return InputSchema(schema, f"the schema {where} declares")
-    if source.format == "delta":
-        table = open_table(locate(source.path))
-        if table is None:
-            return InputSchema(None, f"{where}: no Delta table at {source.path} yet")
-        return InputSchema(
-            table.arrow_schema(), f"the Delta log of {where} (version {table.version})"
-        )
-    if source.format != "parquet":
-        return InputSchema(
-            None, f"Spark infers the schema of {where} ({source.format}) from its records"
-        )
-    return _parquet_schema(source, where)
-
-
-# The newest files of a parquet source whose footers are read: Spark takes one file's
-# schema, so every file of them must agree for the check to know which.
-FOOTERS_READ = 50
-
-
-def _parquet_schema(source: Source, where: str) -> InputSchema:
-    listing = list_new_files(source.path, None)
-    if not listing.paths:
-        return InputSchema(None, f"{where} has no files under {source.path} yet")
-    newest = listing.paths[-FOOTERS_READ:]
-    if any("=" in part for p in newest for part in p[len(listing.root) :].split("/")[:-1]):
-        return InputSchema(None, f"Spark adds the partition directories of {where} as columns")
-    schemas = {path: _footer_schema(path) for path in newest}
-    first, schema = next(iter(schemas.items()))
-    other = next((p for p, s in schemas.items() if not s.equals(schema)), None)
-    if other is not None:
-        return InputSchema(
-            None,
-            f"the files of {where} differ in schema ({first} and {other}), and Spark takes "
-            "the schema of whichever it reads first",
-        )
-    files = f"{len(newest)} newest file(s)" if len(newest) > 1 else "file"
-    return InputSchema(schema, f"the {files} of {where} ({newest[-1]})")
-
-
-def _footer_schema(path: str) -> pa.Schema:
-    """A parquet file's columns as Spark reads them (INT96 timestamps are Spark's
-    `timestamp`, which pyarrow reads without a time zone)."""
-    fs, local = filesystem(path)
-    parquet = pq.ParquetFile(local, filesystem=fs)
-    int96 = {
-        parquet.schema.column(i).path.split(".")[0]
-        for i in range(len(parquet.schema))
-        if parquet.schema.column(i).physical_type == "INT96"
-    }
-    return pa.schema(
-        [
-            pa.field(
-                f.name, pa.timestamp("us", tz="UTC") if f.name in int96 else _as_spark_gives(f.type)
-            )
-            for f in parquet.schema_arrow
-        ]
-    )
-
-
-def _as_spark_gives(kind: pa.DataType) -> pa.DataType:
-    """The Arrow type of a parquet column once Spark has read it (unsigned integers one
-    size up, timestamps in microseconds, large and view types plain)."""
-    if pa.types.is_dictionary(kind):
-        return _as_spark_gives(kind.value_type)
-    if pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
-        return pa.string()
-    if pa.types.is_large_binary(kind) or pa.types.is_binary_view(kind):
-        return pa.binary()
-    unsigned = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64()}
-    if kind in unsigned:
-        return unsigned[kind]
-    if kind == pa.uint64():
-        return pa.decimal128(20, 0)
-    if pa.types.is_timestamp(kind):
-        return pa.timestamp("us", tz="UTC" if kind.tz else None)
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        return pa.list_(_as_spark_gives(kind.value_type))
-    if pa.types.is_map(kind):
-        return pa.map_(_as_spark_gives(kind.key_type), _as_spark_gives(kind.item_type))
-    if pa.types.is_struct(kind):
-        return pa.struct([pa.field(f.name, _as_spark_gives(f.type)) for f in kind])
-    return kind

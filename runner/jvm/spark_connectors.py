@@ -2,7 +2,8 @@
 
 A `kafka` source reads through Spark's own Kafka connector (spark-sql-kafka-0-10, with
 kafka-clients, the token provider and commons-pool2); Avro values decode with spark-avro's
-`from_avro`. They are found, first match wins:
+`from_avro`. The kafka kind asks for them (runner/sources/kinds/kafka.py). They are found,
+first match wins:
 - on Spark's classpath already: the image links docker/jars/ into pyspark's `jars/`
   (`runner fetch-jars --into docker/jars` before `docker build`);
 - in the jar cache (runner/jvm/maven.py), where `runner fetch-jars` puts them, or where the
@@ -14,7 +15,6 @@ only these are added: two copies of a library on one classpath replace each othe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -22,7 +22,6 @@ from pathlib import Path
 from runner.errors import EnvironmentProblem
 from runner.jvm.maven import cache_root, complete, copy_into, ensure_jars
 from runner.jvm.s3_connector import spark_jar_dir
-from runner.spec.model import Source
 
 # The connector versions for each pyspark version the runner installs with (pyproject.toml),
 # and the kafka-clients and commons-pool2 its Kafka connector was built with (spark-parent's
@@ -119,19 +118,6 @@ def avro() -> Connector:
         coordinates=(f"org.apache.spark:spark-avro_2.13:{_versions()['avro']}",),
         marker="spark-avro_",
     )
-
-
-def connector_jars(sources: Sequence[Source], under_spark_submit: bool) -> list[str]:
-    """The connector jars a run of these sources needs (fetched when missing)."""
-    jars: list[str] = []
-    for source in sources:
-        if source.kafka is None:
-            continue
-        where = f"source '{source.name}'"
-        jars += kafka().jars(where, under_spark_submit)
-        if source.kafka.value_format == "avro":
-            jars += avro().jars(where, under_spark_submit)
-    return list(dict.fromkeys(jars))
 
 
 def fetch(connector: Connector, into: Path | None = None) -> list[str]:

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from runner.errors import UserError
+from runner.sources.kinds import registered
 from runner.spec import load_spec
 from runner.spec.model import PipelineSpec, PodResources, SharedVolume
 from runner.spec.secrets import env_names
@@ -37,7 +38,7 @@ METRICS_PORT_NAME = "metrics"
 METRICS_PATH = "/metrics"
 _KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 # Source formats whose path every pod reads (a jdbc source has none).
-_PATH_FORMATS = ("parquet", "csv", "json", "orc", "delta")
+_PATH_FORMATS = tuple(kind.format for kind in registered() if kind.reads_path)
 
 
 def k8s_name(name: str) -> str:

@@ -29,15 +29,9 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from runner.observe.lineage_names import (
-    Dataset,
-    LineageJob,
-    Parent,
-    parents,
-    path_dataset,
-    source_datasets,
-)
+from runner.observe.lineage_names import Dataset, LineageJob, Parent, parents, source_datasets
 from runner.observe.record import Kind, RunRecord, one_line
+from runner.sources.dataset_names import path_dataset
 from runner.spec.model import PipelineSpec
 from runner.storage.location import locate
 

@@ -26,6 +26,7 @@ from runner.pipeline.context import RunContext
 from runner.pipeline.key_columns import add_key_columns
 from runner.pipeline.quality import add_malformed, add_verdicts, check_expectations
 from runner.pipeline.value_fit import cast_to_table
+from runner.sources.kinds import kind_of
 from runner.sources.model import SourcePlan
 from runner.sources.plan import read_input
 from runner.spec.model import PipelineSpec, Target
@@ -84,8 +85,7 @@ def plan_batch(
         layout = table_layout(snapshot, target)
         keyed = add_key_columns(batch, target, layout)
         judged = _pinned(
-            add_malformed(add_verdicts(keyed, spec), read.malformed),
-            reads_database=any(s.format == "jdbc" for s in spec.sources),
+            add_malformed(add_verdicts(keyed, spec), read.malformed), _changing_source(spec)
         )
     return Batch(judged, input_columns, schema, batch, tuple(read.cached))
 
@@ -103,17 +103,22 @@ def table_layout(snapshot: TableSnapshot | None, target: Target) -> BucketLayout
     return BucketLayout.from_configuration(snapshot.configuration)
 
 
-def _pinned(keyed: DataFrame, reads_database: bool = False) -> DataFrame:
+def _changing_source(spec: PipelineSpec) -> str | None:
+    """What makes the batch change between its reads (a JDBC source), or None."""
+    return next((kind.pins_batch for kind in map(kind_of, spec.sources) if kind.pins_batch), None)
+
+
+def _pinned(keyed: DataFrame, changing_source: str | None = None) -> DataFrame:
     """The batch is read twice (bucket counts, then the write); both passes must agree.
 
     A file source's listing is fixed when its DataFrame is created, so a deterministic plan
     gives the same rows twice, and caching it would cost more than reading it again (about
     3 s per million rows here). A non-deterministic plan (rand(), now(), ...) is cached.
     """
-    if reads_database:
+    if changing_source:
         # a live table changes between the passes (and a re-merge): read it once (a Kafka
         # source is cached as it is read: runner/sources/plan.py read_input)
-        log.info("batch_cached", reason="a JDBC source")
+        log.info("batch_cached", reason=changing_source)
         return keyed.persist()
     if keyed._jdf.queryExecution().analyzed().deterministic():
         return keyed

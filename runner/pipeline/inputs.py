@@ -20,20 +20,13 @@ from pyspark.sql import SparkSession
 from runner.delta.snapshot import TableSnapshot
 from runner.jvm import s3_connector
 from runner.jvm.session import SMALL_INPUT_BYTES, spark_session, under_spark_submit
-from runner.jvm.spark_connectors import connector_jars
 from runner.pipeline.context import RunContext
 from runner.services.expand import automatic, table_reading_jars
 from runner.sources.checkpoint import Origin, StartingPoints, starting_points
-from runner.sources.jdbc import driver_jars
+from runner.sources.kinds import kind_of, source_jars
 from runner.sources.listing import local_bytes
 from runner.sources.model import SourcePlan
-from runner.sources.plan import (
-    FILE_FORMATS,
-    nothing_new,
-    plan_live_reads,
-    plan_sources,
-    sources_on_s3,
-)
+from runner.sources.plan import nothing_new, plan_live_reads, plan_sources, sources_on_s3
 from runner.sources.restored_source import refuse_undone_reads
 from runner.spec.model import Target
 from runner.summary import SourceFigures
@@ -115,13 +108,12 @@ def _start_spark(
     Delta reader an automatic expansion uses (or the caller's, set up for S3 the same way)."""
     spec = ctx.spec
     on_s3 = sources_on_s3(spec)
-    jars = driver_jars(spec.sources)
+    jars = source_jars(spec.sources, under_spark_submit())
     if on_s3:
         jars += s3_connector.jars_to_add(on_s3[0], under_spark_submit())
     if automatic(ctx.target):
         jars += table_reading_jars(ctx.table)
-    jars += connector_jars(spec.sources, under_spark_submit())
-    row_sources = any(p.source.format in ("json", "csv") for p in plans)
+    row_sources = any(kind_of(p.source).text_records for p in plans)
     spark = spark or spark_session(
         spec.spark,
         spec.name,
@@ -142,7 +134,7 @@ def small_input(target: Target, plans: Sequence[SourcePlan]) -> bool:
         return False
     paths: list[str] = []
     for plan in plans:
-        if plan.source.format not in FILE_FORMATS:
+        if not kind_of(plan.source).lists_files:
             return False
         paths += plan.paths if plan.paths is not None else [plan.source.path]
     return local_bytes(paths, SMALL_INPUT_BYTES) is not None

@@ -21,8 +21,9 @@ from runner.delta.snapshot import Group
 from runner.errors import BadRecordsError, UserError
 from runner.pipeline.key_columns import KEY_ERROR
 from runner.pipeline.value_fit import TYPE_ERROR, UNCAST
-from runner.sources.bad_input import MALFORMED_FILE, MALFORMED_RAW, MalformedRows, line_of
-from runner.spec.model import Expectation, PipelineSpec, Source
+from runner.sources.kinds import kind_of
+from runner.sources.text_records import MALFORMED_FILE, MALFORMED_RAW, MalformedRows, line_of
+from runner.spec.model import Expectation, PipelineSpec
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY, RESERVED_PREFIX
 
 FATE = "__runner_fate"  # null: the row is written; else drop | quarantine | fail
@@ -121,7 +122,8 @@ def add_malformed(judged: DataFrame, malformed: list[MalformedRows]) -> DataFram
     with the other verdicts, in the same pass."""
     for bad in malformed:
         source = bad.source
-        what = f"not a {_record_format(source)} record under the schema of source '{source.name}'"
+        record = kind_of(source).record_format(source)
+        what = f"not a {record} record under the schema of source '{source.name}'"
         reason = F.concat(
             F.lit(f"{what} ("),
             F.col(MALFORMED_FILE),
@@ -136,10 +138,6 @@ def add_malformed(judged: DataFrame, malformed: list[MalformedRows]) -> DataFram
         )
         judged = judged.unionByName(rows, allowMissingColumns=True)
     return judged
-
-
-def _record_format(source: Source) -> str:
-    return source.kafka.value_format if source.kafka else source.format
 
 
 def _rules(spec: PipelineSpec, action: str) -> list[Expectation]:

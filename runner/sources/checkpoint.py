@@ -30,6 +30,8 @@ import structlog
 
 from runner.delta.snapshot import TableSnapshot
 from runner.errors import UserError
+from runner.sources.kinds import kind_of
+from runner.sources.kinds.base import FirstReadLoss
 from runner.spec.model import PipelineSpec, Source
 
 log = structlog.get_logger(__name__)
@@ -218,11 +220,11 @@ def _first_run_into_rows(
         return None
     others = other_pipelines(snapshot, spec.name)
     for source in starting:
-        lost = _what_a_first_read_loses(source)
-        if lost:
-            raise UserError(_refusal(spec, source, lost, others))
+        loss = kind_of(source).first_read_loses(source)
+        if loss:
+            raise UserError(_refusal(spec, source, loss, others))
     held = ", ".join(f"pipeline {o.name!r} in version {o.version}" for o in others)
-    reads = ", ".join(f"{s.name} {_first_read(s)}" for s in starting)
+    reads = ", ".join(f"{s.name} {kind_of(s).first_read(s)}" for s in starting)
     log.warning(
         "first_run_into_rows",
         pipeline=spec.name,
@@ -252,38 +254,9 @@ def _parse_overrides(values: tuple[str, ...], incremental: list[str]) -> dict[st
     return parsed
 
 
-def _first_read(source: Source) -> str:
-    """Where a source's read starts without a checkpoint, as the summary says it."""
-    kafka = source.kafka
-    if kafka is not None:
-        if isinstance(kafka.starting_offsets, str):
-            return f"from the {kafka.starting_offsets} offsets"
-        return "from starting_offsets"
-    if source.format == "delta":
-        return "read whole"
-    if source.format == "jdbc":
-        return "every row"
-    return "every file"
-
-
-def _what_a_first_read_loses(source: Source) -> str | None:
-    """What a source's first read into a table that holds rows would lose without a word,
-    or None."""
-    incremental = source.incremental
-    if source.format == "delta" and incremental and incremental.deletes == "propagate":
-        return (
-            f"a first read of {source.path} in full hands on none of the deletes made there "
-            "since the table's rows came from it (those keys would stay for ever)"
-        )
-    if source.kafka is not None and source.kafka.starting_offsets == "latest":
-        return (
-            "starting_offsets: latest would skip every record produced since the table's rows "
-            "were read"
-        )
-    return None
-
-
-def _refusal(spec: PipelineSpec, source: Source, lost: str, others: list[OtherPipeline]) -> str:
+def _refusal(
+    spec: PipelineSpec, source: Source, loss: FirstReadLoss, others: list[OtherPipeline]
+) -> str:
     """The refusal of a first read that would lose something: what is known, and the fixes."""
     name = source.name
     holding = [o for o in others if name in o.checkpoints]
@@ -303,15 +276,9 @@ def _refusal(spec: PipelineSpec, source: Source, lost: str, others: list[OtherPi
             f"no pipeline recorded a checkpoint of a source {name!r} in it: run with "
             f"--checkpoint {name}=VALUE (where the table's rows came from) to go on from there"
         )
-    anyway = (
-        f"--ignore-checkpoint reads {source.path} in full into the table as it is (keys "
-        "deleted there stay)"
-        if source.format == "delta"
-        else "--ignore-checkpoint starts at the latest offsets all the same"
-    )
     return (
         f"source {name!r}: pipeline {spec.name!r} has no checkpoint in {spec.target.path}, which "
-        f"holds rows already, and {lost}, so nothing was read; {go_on}; {anyway}"
+        f"holds rows already, and {loss.lost}, so nothing was read; {go_on}; {loss.anyway}"
     )
 
 
@@ -325,5 +292,4 @@ def _as_value(value: Any) -> str:
 
 
 def _shown(value: Any, source: Source) -> str:
-    text = _as_value(value)
-    return f"version {text}" if source.format == "delta" else text
+    return kind_of(source).shown_checkpoint(_as_value(value))

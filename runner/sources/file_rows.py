@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
+from runner.sources.kinds import kind_of
 from runner.spec.model import PipelineSpec
 from runner.storage.location import local_path
 
@@ -34,8 +35,9 @@ def why_spark_sends_rows(
     if len(spec.sources) != 1:
         return "the spec has several sources"
     source = spec.sources[0]
-    if source.format != "parquet":
-        return f"a {source.format} source"
+    from_spark = kind_of(source).rows_from_spark(source)
+    if from_spark:
+        return from_spark
     if source.schema:
         return "the source declares a schema, which Spark casts the files to"
     if "_metadata" in batch.columns:

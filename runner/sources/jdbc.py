@@ -13,15 +13,16 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
-
-from pyspark.sql import DataFrame, SparkSession
+from typing import TYPE_CHECKING, Any
 
 from runner.errors import UserError
 from runner.sources.model import JdbcRead, SourcePlan
 from runner.spec.model import JdbcSpec, Source
 from runner.spec.secrets import resolve, scrub
 from runner.spec.urls import url_endpoint
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 # Drivers a url prefix implies, and where Debian puts their jars.
 KNOWN_DRIVERS = {

@@ -1,8 +1,8 @@
 """A Kafka record's value as columns: JSON under the source's schema, Avro with a schema file
 or from a schema registry (Confluent's wire format), or left binary (raw).
 
-A value that does not decode keeps its record: the corrupt-record column (bad_input.CORRUPT)
-holds it as text (JSON) or base64 (Avro), and bad_input.MALFORMED_FILE says where it was
+A value that does not decode keeps its record: the corrupt-record column (text_records.CORRUPT)
+holds it as text (JSON) or base64 (Avro), and text_records.MALFORMED_FILE says where it was
 (topic, partition, offset), so it meets the source's on_bad_record like a bad line of a file.
 A record without a value (a tombstone) is malformed too: there is nothing to write.
 """
@@ -17,14 +17,14 @@ from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import functions as F
 
 from runner.errors import UserError
-from runner.sources.bad_input import (
+from runner.sources.kafka import KAFKA_COLUMNS
+from runner.sources.schema_registry import registry_for
+from runner.sources.text_records import (
     CORRUPT,
     MALFORMED_FILE,
     permissive_options,
     with_corrupt_column,
 )
-from runner.sources.kafka import KAFKA_COLUMNS
-from runner.sources.schema_registry import registry_for
 from runner.spec.model import Source
 
 if TYPE_CHECKING:

@@ -1,10 +1,13 @@
-"""What a source reads in one run: a frozen plan, decided before the read."""
+"""What a source reads in one run: a frozen plan, decided before the read; and its columns
+as far as they are known without a JVM."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import pyarrow as pa
 
 from runner.delta.change_feed import ChangePlan
 from runner.delta.deletion_vectors import DeletionVector
@@ -54,3 +57,9 @@ class SourcePlan:
         if self.source.incremental:
             out.update(since=self.since, until=self.until, nothing_new=self.nothing_new)
         return out
+
+
+@dataclass(frozen=True)
+class InputSchema:
+    schema: pa.Schema | None  # the batch's columns as Spark would give them; None: unknown
+    origin: str  # where it was read, or why it cannot be known without Spark

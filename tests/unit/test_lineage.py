@@ -44,8 +44,11 @@ from structlog.testing import capture_logs
 
 from runner.observe.lineage import Lineage, run_uuid
 from runner.observe.lineage_events import TIMEOUT_SECONDS
-from runner.observe.lineage_names import jdbc_datasets, kafka_datasets, parents, path_dataset
+from runner.observe.lineage_names import parents
 from runner.observe.record import RunRecord
+from runner.sources.dataset_names import path_dataset
+from runner.sources.kinds.jdbc import jdbc_datasets
+from runner.sources.kinds.kafka import kafka_datasets
 from runner.spec.loader import load_spec
 from runner.spec.model import JdbcSpec, KafkaSpec
 from runner.spec.secrets import resolve
