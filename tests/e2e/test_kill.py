@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pandas as pd
@@ -35,9 +36,12 @@ def _content(table: Path) -> pd.DataFrame:
 
 
 def _kill_at(work: Path, point: str, *args: str) -> None:
-    """Start `runner ARGS` held at `point`, wait until it gets there, SIGKILL its group."""
-    marker = work / f"held-{point}"
-    marker.unlink(missing_ok=True)
+    """Start `runner ARGS` held at `point`, wait until it gets there, SIGKILL its group.
+
+    Each call has a marker of its own: Spark's Python workers run in a process group of
+    their own, so a task of the process killed before may still reach the point (and
+    write its marker) while the next process starts."""
+    marker = work / f"held-{point}-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "RUNNER_FAULT": f"{point}:hold", "RUNNER_FAULT_MARKER": str(marker)}
     proc = subprocess.Popen(
         [*RUNNER, *args],
