@@ -1,5 +1,5 @@
 """The commands on a table: expand and plan (its bucket layout), clean, compact, restore,
-read, inspect. The table services (runner/services) do the work; these parse and print."""
+read, inspect. The table actions (runner/actions) do the work; these parse and print."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ from runner.spec.secrets import scrub, scrub_values
 T = TypeVar("T")
 
 if TYPE_CHECKING:
+    from runner.actions.clean import CleanSummary
+    from runner.actions.compact import CompactSummary
+    from runner.actions.expand import ExpandSummary
+    from runner.actions.expansion_plan import ExpansionPlan
+    from runner.actions.restore import RestoreSummary
     from runner.observe.record import Kind
-    from runner.services.clean import CleanSummary
-    from runner.services.compact import CompactSummary
-    from runner.services.expand import ExpandSummary
-    from runner.services.expansion_plan import ExpansionPlan
-    from runner.services.restore import RestoreSummary
     from runner.spec.model import PipelineSpec
     from runner.summary import ActionFigures
 
@@ -113,7 +113,7 @@ def plan(options: ExpandOptions) -> None:
 
 
 def _expand(options: ExpandOptions) -> None:
-    from runner.services.expand import ExpansionRequest, expand_table
+    from runner.actions.expand import ExpansionRequest, expand_table
     from runner.spec import load_spec
 
     request = ExpansionRequest(
@@ -189,7 +189,7 @@ def clean(
     old. Files the runner did not write, and symbolic links, are listed and left alone.
     Starts no JVM.
     """
-    from runner.services.clean import CleanSummary, clean_table
+    from runner.actions.clean import CleanSummary, clean_table
     from runner.spec import load_spec
 
     pipeline = load_spec(spec)
@@ -222,7 +222,7 @@ def compact(spec: str, partitions: tuple[str, ...], dry_run: bool, as_json: bool
     Each folded bucket becomes one file sorted by key, in one commit that changes no row.
     A bucket a writer changes meanwhile is left for the next compaction, never half done.
     """
-    from runner.services.compact import CompactSummary, compact_table
+    from runner.actions.compact import CompactSummary, compact_table
     from runner.spec import load_spec
 
     pipeline = load_spec(spec)
@@ -261,7 +261,7 @@ def restore(spec: str, to: str, dry_run: bool, as_json: bool) -> None:
     needs (the error names the versions that can be restored). If another writer commits
     meanwhile, one of the two fails and says to run again. Starts no JVM.
     """
-    from runner.services.restore import RestoreSummary, restore_table
+    from runner.actions.restore import RestoreSummary, restore_table
     from runner.spec import load_spec
 
     pipeline = load_spec(spec)

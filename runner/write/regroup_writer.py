@@ -1,7 +1,7 @@
 """The executor-side writers of a bucket expansion: stored rows into their new buckets' files.
 
 multiple_rehash and split (RehashJob): Spark computes each stored row's new bucket and sends
-them as bitmaps (runner/services/rehash_bitmaps.py); each task then reads whole old bucket
+them as bitmaps (runner/actions/rehash_bitmaps.py); each task then reads whole old bucket
 files with pyarrow and streams their live rows into the files of their new buckets b, b+N,
 ... (at most k open). The table's rows never pass through Spark rows or a shuffle, like the
 merge handle of a write. overwrite (RegroupJob): the rows come shuffled and sorted by
@@ -105,7 +105,7 @@ def _file_id(file_ids: Mapping[Group, str], instant: str, part: Part) -> str:
     return derived_file_id(bucket, instant, pp, piece) if piece else file_ids[(pp, bucket)]
 
 
-# The rows of a rehash's bitmaps (runner/services/rehash_bitmaps.py): in WORD of an old file
+# The rows of a rehash's bitmaps (runner/actions/rehash_bitmaps.py): in WORD of an old file
 # (rows WORD*64 to WORD*64+63), the rows whose new bucket is BUCKET have their bit set in
 # BITS (bit i: row WORD*64+i).
 WORD, BITS = "word", "bits"

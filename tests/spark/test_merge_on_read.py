@@ -13,6 +13,9 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 
+from runner.actions.clean import clean_table
+from runner.actions.compact import CompactSummary, compact_table, plan_compaction, run_compaction
+from runner.actions.expand import ExpansionRequest, expand_table
 from runner.commands.inspect import inspect_table
 from runner.commands.read import read_rows
 from runner.delta import transaction
@@ -20,9 +23,6 @@ from runner.delta.snapshot import open_table
 from runner.delta.spark_read import read_table as spark_read_table
 from runner.errors import TableMismatchError
 from runner.pipeline.run import run_pipeline
-from runner.services.clean import clean_table
-from runner.services.compact import CompactSummary, compact_table, plan_compaction, run_compaction
-from runner.services.expand import ExpansionRequest, expand_table
 from runner.spec import load_spec
 from tests.helpers import (
     city_content,

@@ -12,7 +12,7 @@ another writer's commit only when that writer changed neither the metadata nor a
 the regrown partitions. Writers that read the old layout fail their own commit (the
 settings changed) and are told to run again. A failure before it leaves the table as it was.
 
-A bucket split alone (runner/services/expansion_split.py) is the same rehash on the files of
+A bucket split alone (runner/actions/expansion_split.py) is the same rehash on the files of
 one bucket: bucket b at modulus M into b and b+M at 2M, one commit with the new layout; its
 conflict rule looks at the files of the split buckets only.
 
@@ -32,6 +32,23 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from runner import faults
+from runner.actions.expansion_plan import (
+    SPLIT,
+    ExpansionPlan,
+    buckets_over,
+    check_expandable,
+    layout_dict,
+    plan_expansion,
+)
+from runner.actions.expansion_split import plan_hot_splits, plan_split
+from runner.actions.rehash_bitmaps import (
+    bitmap_frame,
+    bitmaps_by_file,
+    new_bucket_column,
+    rounds,
+    task_files,
+)
+from runner.actions.table_change import TableChange
 from runner.delta.log_entry import NewFile
 from runner.delta.snapshot import DataFile, Group, TableSnapshot, open_table
 from runner.delta.spark_read import read_files
@@ -43,23 +60,6 @@ from runner.index.naming import new_file_id, new_instant
 from runner.jvm import s3_connector
 from runner.jvm.session import spark_session, under_spark_submit
 from runner.progress import Progress
-from runner.services.expansion_plan import (
-    SPLIT,
-    ExpansionPlan,
-    buckets_over,
-    check_expandable,
-    layout_dict,
-    plan_expansion,
-)
-from runner.services.expansion_split import plan_hot_splits, plan_split
-from runner.services.rehash_bitmaps import (
-    bitmap_frame,
-    bitmaps_by_file,
-    new_bucket_column,
-    rounds,
-    task_files,
-)
-from runner.services.table_change import TableChange
 from runner.spec.model import PipelineSpec, Target
 from runner.storage.location import TableLocation, locate
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY

@@ -2,7 +2,7 @@
 Delta's RESTORE, Hudi's savepoint restore and Paimon's rollback give their users when a bad
 batch got in.
 
-The plan (runner/services/restore_plan.py, from the Delta log) names the files to remove
+The plan (runner/actions/restore_plan.py, from the Delta log) names the files to remove
 and to add back, the settings and schema as of then, every pipeline's checkpoints then and
 the batches to mark undone. The execution writes nothing but, on a table with Delta's
 change data feed, its change data files (`_change_data/`): the undo as rows, so that a
@@ -35,6 +35,8 @@ import pyarrow.parquet as pq
 import structlog
 
 from runner import faults
+from runner.actions.restore_plan import RestorePlan, plan_restore
+from runner.actions.table_change import RewriteRule, TableChange
 from runner.delta.arrow_read import kept_batches
 from runner.delta.deletion_vectors import keep_mask
 from runner.delta.log_entry import NewFile, check_log_writable
@@ -43,8 +45,6 @@ from runner.delta.snapshot import DataFile, Group, open_table
 from runner.delta.transaction import Commit
 from runner.errors import UserError
 from runner.index.naming import data_file_path, new_file_id, new_instant
-from runner.services.restore_plan import RestorePlan, plan_restore
-from runner.services.table_change import RewriteRule, TableChange
 from runner.sources.checkpoint import RESTORED
 from runner.spec.model import PipelineSpec
 from runner.storage.meta_columns import CHANGE_DATA_DIR

@@ -1,7 +1,7 @@
 """What a bucket expansion would do, from the Delta log alone (no Spark, nothing written).
 
-The plan step of runner/services/expand.py: the table's bucket layout before and after,
-each regrown partition, or each bucket split alone (runner/services/expansion_split.py),
+The plan step of runner/actions/expand.py: the table's bucket layout before and after,
+each regrown partition, or each bucket split alone (runner/actions/expansion_split.py),
 with its files, rows and bytes. `runner plan` and `--dry-run` stop here; `run_expansion`
 executes a plan.
 """

@@ -32,6 +32,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from runner import faults
+from runner.actions.table_change import TableChange
 from runner.delta.log_entry import NewFile, check_log_writable
 from runner.delta.snapshot import DataFile, Group, TableSnapshot, open_table
 from runner.delta.table_config import check_table_settings
@@ -40,7 +41,6 @@ from runner.errors import CommitConflictError, UserError
 from runner.index.naming import new_instant
 from runner.jvm.session import spark_session
 from runner.progress import Progress
-from runner.services.table_change import TableChange
 from runner.spec.model import CompactionSpec, PipelineSpec
 from runner.summary import ActionFigures, human_size
 from runner.write.compact_writer import BUCKETS_SCHEMA, CompactJob
