@@ -51,23 +51,23 @@ from runner.actions.rehash_bitmaps import (
 from runner.actions.table_change import TableChange
 from runner.delta.log_entry import NewFile
 from runner.delta.snapshot import DataFile, Group, TableSnapshot, open_table
-from runner.delta.spark_read import read_files
+from runner.delta.spark_read import let_spark_read, read_files, table_reading_jars
 from runner.delta.table_config import check_table_settings
 from runner.delta.transaction import Commit
 from runner.errors import CommitConflictError, RunnerError, UserError
 from runner.index.layout import LAYOUT_KEYS
 from runner.index.naming import new_file_id, new_instant
-from runner.jvm import s3_connector
-from runner.jvm.session import spark_session, under_spark_submit
+from runner.jvm.session import spark_session
 from runner.progress import Progress
 from runner.spec.model import PipelineSpec, Target
-from runner.storage.location import TableLocation, locate
-from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY
+from runner.storage.location import locate
+from runner.storage.meta_columns import BUCKET
 from runner.summary import ActionFigures, human_size
 from runner.write.regroup_writer import (
     REGROUP_RESULT_SCHEMA,
     RegroupJob,
     RehashJob,
+    regrouped,
     rows_per_group,
 )
 
@@ -265,15 +265,6 @@ def regroup_frame(
     return regrouped(spark, rows, len(plan.new_buckets()))
 
 
-def regrouped(spark: SparkSession, rows: DataFrame, groups: int) -> DataFrame:
-    """What a RegroupJob takes: `rows` shuffled by (partition path, bucket) into at most one
-    task per group (of `groups`) and sorted by key in each task."""
-    shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
-    return rows.repartition(
-        max(1, min(groups, shuffle)), PARTITION_PATH, BUCKET
-    ).sortWithinPartitions(PARTITION_PATH, BUCKET, RECORD_KEY)
-
-
 @dataclass(frozen=True)
 class ExpansionRequest:
     """What `runner expand` asks for: the new count (None: the spec's, or the table's
@@ -348,24 +339,6 @@ def expand_table(
             spec.spark, f"{spec.name}-expand", jars=table_reading_jars(snapshot.location)
         )
         return plan, run_expansion(spark, snapshot, target, plan)
-
-
-def _reading(location: TableLocation) -> str:
-    return f"bucket expansion of {location.uri} (Spark reads the table's files)"
-
-
-def table_reading_jars(location: TableLocation) -> list[str]:
-    """Jars a new session needs to read the table's files: the S3 connector's on S3."""
-    if location.is_local:
-        return []
-    return s3_connector.jars_to_add(_reading(location), under_spark_submit())
-
-
-def let_spark_read(spark: SparkSession, location: TableLocation) -> None:
-    """Give the session what it needs to read the table's files (on S3: the connector's
-    settings, from the table's)."""
-    if not location.is_local:
-        s3_connector.enable(spark, location.settings, _reading(location))
 
 
 def automatic(target: Target) -> bool:

@@ -19,11 +19,11 @@ from runner.actions.expansion_plan import (
     check_expandable,
     check_partitions,
     files_by_partition,
-    refuse_tombstones,
 )
 from runner.delta.snapshot import DataFile, Group, TableSnapshot
 from runner.errors import UserError
 from runner.index.layout import BucketLayout
+from runner.write.tombstones import refuse_tombstones
 
 BUCKET_SYNTAX = (
     "expected PARTITION/BUCKET, e.g. city=paris/3 (a bucket id as `runner inspect` shows "

@@ -28,19 +28,23 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
 
 from runner import faults
-from runner.actions.expand import let_spark_read, regrouped
-from runner.actions.expansion_plan import refuse_tombstones
 from runner.actions.table_change import RewriteRule, TableChange
 from runner.delta.log_entry import NewFile
 from runner.delta.schema_rewrite import SchemaRewrite
 from runner.delta.snapshot import DataFile, TableSnapshot, open_table
-from runner.delta.spark_read import read_files
+from runner.delta.spark_read import let_spark_read, read_files
 from runner.delta.table_setup import schema_features, with_features
 from runner.delta.transaction import Commit
 from runner.errors import RunnerError
 from runner.index.naming import new_file_id, new_instant
 from runner.spec.model import Target
-from runner.write.regroup_writer import REGROUP_RESULT_SCHEMA, RegroupJob, rows_per_group
+from runner.write.regroup_writer import (
+    REGROUP_RESULT_SCHEMA,
+    RegroupJob,
+    regrouped,
+    rows_per_group,
+)
+from runner.write.tombstones import refuse_tombstones
 
 log = structlog.get_logger(__name__)
 

@@ -17,8 +17,9 @@ from typing import Any
 import structlog
 from pyspark.sql import SparkSession
 
-from runner.actions.expand import automatic, table_reading_jars
+from runner.actions.expand import automatic
 from runner.delta.snapshot import TableSnapshot
+from runner.delta.spark_read import table_reading_jars
 from runner.jvm import s3_connector
 from runner.jvm.session import SMALL_INPUT_BYTES, spark_session, under_spark_submit
 from runner.pipeline.context import RunContext
