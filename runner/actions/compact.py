@@ -38,7 +38,6 @@ from runner.delta.snapshot import DataFile, Group, TableSnapshot, open_table
 from runner.delta.table_config import check_table_settings
 from runner.delta.transaction import BucketClash, Commit, Resolver, changed_buckets
 from runner.errors import CommitConflictError, UserError
-from runner.index.naming import new_instant
 from runner.jvm.session import spark_session
 from runner.progress import Progress
 from runner.spec.model import CompactionSpec, PipelineSpec
@@ -239,7 +238,7 @@ def run_compaction(
 ) -> CompactSummary:
     """Fold `buckets` in one Spark job and commit them; `group_bytes`: the target size of
     the file groups their rows are cut into (None: one file per bucket)."""
-    change = TableChange(snapshot.location, new_instant(), "compaction", spark, shown=snapshot.uri)
+    change = TableChange(snapshot.location, "compaction", spark, shown=snapshot.uri)
     _count_inputs(summary, buckets)
     rows = [b.job_row() for b in buckets]
     shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
@@ -259,8 +258,7 @@ def run_compaction(
                 f"{summary.rows} live rows read; nothing was committed"
             )
         summary.version = _commit(change, snapshot, buckets, written, summary)
-    summary.seconds = change.seconds()
-    log.info("compaction_done", **summary.to_dict())
+    change.done("compaction_done", summary)
     return summary
 
 

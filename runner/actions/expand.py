@@ -56,7 +56,7 @@ from runner.delta.table_config import check_table_settings
 from runner.delta.transaction import Commit
 from runner.errors import CommitConflictError, RunnerError, UserError
 from runner.index.layout import LAYOUT_KEYS
-from runner.index.naming import new_file_id, new_instant
+from runner.index.naming import new_file_id
 from runner.jvm.session import spark_session
 from runner.progress import Progress
 from runner.spec.model import PipelineSpec, Target
@@ -132,7 +132,7 @@ def run_expansion(
     spark: SparkSession, snapshot: TableSnapshot, target: Target, plan: ExpansionPlan
 ) -> ExpandSummary:
     """Rewrite the plan's partitions into their new buckets and commit them in one version."""
-    change = TableChange(snapshot.location, new_instant(), "expansion", spark, shown=snapshot.uri)
+    change = TableChange(snapshot.location, "expansion", spark, shown=snapshot.uri)
     let_spark_read(spark, snapshot.location)
     summary = ExpandSummary(snapshot.uri, plan.policy, change.instant)
     summary.shuffle = plan.policy == "overwrite"
@@ -158,8 +158,7 @@ def run_expansion(
     summary.bytes_read = sum(f.size for f in files)
     summary.files_written = len(added)
     summary.bytes_written = sum(f.size for f in added)
-    summary.seconds = change.seconds()
-    log.info("expansion_committed", **{k: v for k, v in summary.to_dict().items()})
+    change.done("expansion_committed", summary)
     return summary
 
 

@@ -44,7 +44,7 @@ from runner.delta.restores import OPERATION, RESTORED_VERSION
 from runner.delta.snapshot import DataFile, Group, open_table
 from runner.delta.transaction import Commit
 from runner.errors import UserError
-from runner.index.naming import data_file_path, new_file_id, new_instant
+from runner.index.naming import data_file_path, new_file_id
 from runner.sources.checkpoint import RESTORED
 from runner.spec.model import PipelineSpec
 from runner.storage.meta_columns import CHANGE_DATA_DIR
@@ -178,7 +178,7 @@ def restore_table(spec: PipelineSpec, to: str, dry_run: bool = False) -> Restore
 def run_restore(plan: RestorePlan, summary: RestoreSummary) -> RestoreSummary:
     """Write the change data files (a table with a change feed), then commit the plan as
     the version after the one it read."""
-    change = TableChange(plan.location, new_instant(), "restore")
+    change = TableChange(plan.location, "restore")
     summary.instant = instant = change.instant
     with change.guarded():
         changes = _change_files(plan, instant) if plan.snapshot.has_change_feed else []
@@ -187,8 +187,7 @@ def run_restore(plan: RestorePlan, summary: RestoreSummary) -> RestoreSummary:
         summary.version = change.commit(
             lambda: (plan.snapshot, _restoring(plan, instant, changes)), RewriteRule()
         )
-    summary.seconds = change.seconds()
-    log.info("restore_committed", **summary.to_dict())
+    change.done("restore_committed", summary)
     return summary
 
 

@@ -315,7 +315,7 @@ def _change(ctx: RunContext, run: _ToWrite) -> TableChange:
     """The run's change of its table: its heartbeat is held from its first file to its
     after-commit services (`_run`), so the change holds none of its own."""
     return TableChange(
-        ctx.table, ctx.instant, "run", run.spark, heartbeat=False, shown=ctx.target.path
+        ctx.table, "run", run.spark, instant=ctx.instant, heartbeat=False, shown=ctx.target.path
     )
 
 
