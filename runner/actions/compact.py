@@ -124,15 +124,7 @@ class CompactSummary:
     seconds: float = 0.0
 
     def record(self) -> ActionFigures:
-        """Its record's figures: the files it read and replaced, the ones it wrote."""
-        return ActionFigures(
-            ActionFigures.committed_or_not(self.version),
-            self.version,
-            rows_read=self.rows,
-            files_added=self.files_written,
-            files_removed=self.files_read,
-            bytes_written=self.bytes_written,
-        )
+        return ActionFigures.rewrite(self)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

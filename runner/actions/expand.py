@@ -96,16 +96,7 @@ class ExpandSummary:
     buckets_after: dict[str, Any] = field(default_factory=dict)
 
     def record(self) -> ActionFigures:
-        """Its record's figures: the files it read and replaced, the ones it wrote."""
-        return ActionFigures(
-            ActionFigures.committed_or_not(self.version),
-            self.version,
-            self.instant,
-            rows_read=self.rows,
-            files_added=self.files_written,
-            files_removed=self.files_read,
-            bytes_written=self.bytes_written,
-        )
+        return ActionFigures.rewrite(self, self.instant)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

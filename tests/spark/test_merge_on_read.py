@@ -160,6 +160,20 @@ def test_compaction_folds_each_bucket_into_one_sorted_file(spark, tmp_path, tabl
     assert DeltaTable(str(tmp_path / "table")).history(1)[0]["operation"] == "OPTIMIZE"
 
 
+@pytest.mark.parametrize("point", ["after_bucket_file", "before_commit"])
+def test_a_failed_compaction_leaves_the_table_as_it_was(spark, tmp_path, table, monkeypatch, point):
+    """A compaction is a table change like a run's write (runner/actions/table_change.py):
+    a failure before its commit leaves every file and the log as they were."""
+    _upsert(spark, tmp_path, table, city_rows([1, 2, 3], 2))
+    before = file_bytes(tmp_path / "table")
+    monkeypatch.setenv("RUNNER_FAULT", point)
+    with pytest.raises(Exception, match=f"injected fault at {point}"):
+        compact_table(load_spec(table), spark=spark)
+    assert file_bytes(tmp_path / "table") == before  # its new files are removed
+    monkeypatch.delenv("RUNNER_FAULT")
+    assert compact_table(load_spec(table), spark=spark).version is not None
+
+
 def test_compaction_after_commit_folds_the_buckets_past_a_threshold(spark, tmp_path, table):
     spec = write_spec(
         tmp_path,
