@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from bench.write import checksum, delta_dataset, parquet_dataset, spec_file, timed, write_source
+from runner.actions.expand import ExpansionRequest, expand_table
 from runner.pipeline.run import run_pipeline
-from runner.services.expand import ExpansionRequest, expand_table
 
 
 def run_expand_benchmarks(

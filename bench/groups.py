@@ -53,9 +53,9 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from bench.write import fresh_copy, make_rows, runner_process, spec_file, write_source
+from runner.actions.compact import compact_table
 from runner.delta.snapshot import DataFile, open_table
 from runner.pipeline.run import run_pipeline
-from runner.services.compact import compact_table
 
 BUCKETS = 2
 GROUP_BYTES = 3 * 2**19  # 1.5 MiB: about 10 groups per bucket at 20M rows

@@ -56,9 +56,9 @@ from bench.write import (
     timed,
     write_source,
 )
+from runner.actions.compact import compact_table
 from runner.delta.snapshot import open_table
 from runner.pipeline.run import run_pipeline
-from runner.services.compact import compact_table
 
 UPSERTS = 10  # successive merge-on-read upserts before the read and compaction scenarios
 PERCENT = 0.01  # the larger upsert: 1 % of the table updated, plus a tenth as many new keys

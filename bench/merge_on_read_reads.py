@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 
 from bench.merge_on_read import Setup, job_seconds, scan_checksum
 from bench.write import Checksum, checksum, dir_bytes, fresh_copy, parquet_dataset, spec_file
+from runner.actions.compact import CompactSummary, compact_table, plan_compaction
 from runner.delta.snapshot import open_table
 from runner.pipeline.run import run_pipeline
-from runner.services.compact import CompactSummary, compact_table, plan_compaction
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ deletion vector file is written), before_commit (every file written), log_entry_
 (a log entry the runner writes itself is complete under a temporary name, not yet
 published), after_commit (committed, the run or table action not yet finished).
 before_commit and after_commit are passed by every table change
-(runner/services/table_change.py). Used by the tests to prove that a run failing or killed
+(runner/actions/table_change.py). Used by the tests to prove that a run failing or killed
 at any of them leaves the table at a version a reader can use.
 """
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 SHOWN_SKIPPED = 5
 
@@ -142,6 +142,16 @@ class WriteFigures:
         return self.inserted + self.updated + self.deleted
 
 
+class Rewritten(Protocol):
+    """The summary of an action that replaces files by new ones (a compaction, an expansion)."""
+
+    version: int | None
+    rows: int
+    files_read: int
+    files_written: int
+    bytes_written: int
+
+
 @dataclass(frozen=True)
 class ActionFigures:
     """What a table action's result gives its record in the run history, and so its
@@ -159,6 +169,20 @@ class ActionFigures:
     @staticmethod
     def committed_or_not(version: int | None) -> Outcome:
         return "committed" if version is not None else "nothing_to_do"
+
+    @classmethod
+    def rewrite(cls, done: Rewritten, instant: str | None = None) -> ActionFigures:
+        """A rewrite's figures: the rows it moved, the files it read and replaced, the ones
+        it wrote."""
+        return cls(
+            cls.committed_or_not(done.version),
+            done.version,
+            instant,
+            rows_read=done.rows,
+            files_added=done.files_written,
+            files_removed=done.files_read,
+            bytes_written=done.bytes_written,
+        )
 
     def record_fields(self) -> dict[str, Any]:
         """Its record's fields (runner/observe/record.py `RunRecord`): the rows it read and

@@ -27,8 +27,8 @@ import structlog
 # the modules that start a run's or a table service's session (runner/jvm/session.py)
 SESSION_USERS = (
     "runner.pipeline.inputs",
-    "runner.services.expand",
-    "runner.services.compact",
+    "runner.actions.expand",
+    "runner.actions.compact",
     "runner.commands.keys",
 )
 

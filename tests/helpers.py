@@ -163,7 +163,7 @@ def check_merge_place(summary: Any, merged_on: str) -> None:
 
 
 def assert_rows_not_shuffled(frame: Any, stored_columns: list[str]) -> None:
-    """A rehash's Spark plan (runner/services/rehash_bitmaps.py): its scan reads none of
+    """A rehash's Spark plan (runner/actions/rehash_bitmaps.py): its scan reads none of
     `stored_columns` (the rows stay in their files), and its one exchange carries partial
     bitmaps, after the aggregate that folds each task's rows into them."""
     plan = frame._jdf.queryExecution().executedPlan().toString()

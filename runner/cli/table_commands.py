@@ -1,5 +1,5 @@
 """The commands on a table: expand and plan (its bucket layout), clean, compact, restore,
-read, inspect. The table services (runner/services) do the work; these parse and print."""
+read, inspect. The table actions (runner/actions) do the work; these parse and print."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import click
 
@@ -17,12 +17,9 @@ from runner.spec.secrets import scrub, scrub_values
 T = TypeVar("T")
 
 if TYPE_CHECKING:
+    from runner.actions.expand import ExpandSummary
+    from runner.actions.expansion_plan import ExpansionPlan
     from runner.observe.record import Kind
-    from runner.services.clean import CleanSummary
-    from runner.services.compact import CompactSummary
-    from runner.services.expand import ExpandSummary
-    from runner.services.expansion_plan import ExpansionPlan
-    from runner.services.restore import RestoreSummary
     from runner.spec.model import PipelineSpec
     from runner.summary import ActionFigures
 
@@ -113,7 +110,7 @@ def plan(options: ExpandOptions) -> None:
 
 
 def _expand(options: ExpandOptions) -> None:
-    from runner.services.expand import ExpansionRequest, expand_table
+    from runner.actions.expand import ExpansionRequest, expand_table
     from runner.spec import load_spec
 
     request = ExpansionRequest(
@@ -154,7 +151,25 @@ def _observed(
     return work() if dry_run else Observer(pipeline).service(kind, work, figures)
 
 
-def _print(done: CleanSummary | CompactSummary | RestoreSummary, as_json: bool) -> None:
+class _Done(Protocol):
+    """What a table action returns: its text, its JSON and its record's figures."""
+
+    def render(self) -> str: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+    def record(self) -> ActionFigures: ...
+
+
+def _act(
+    spec: str, kind: Kind, action: Callable[[PipelineSpec], _Done], dry_run: bool, as_json: bool
+) -> None:
+    """A table action's command: `action` on the spec's table, recorded with its result's
+    figures unless it is a dry run; its result printed as text, or JSON with `as_json`."""
+    from runner.spec import load_spec
+
+    pipeline = load_spec(spec)
+    done = _observed(pipeline, kind, lambda: action(pipeline), lambda d: d.record(), dry_run)
     click.echo(
         json.dumps(scrub_values(done.to_dict()), indent=2) if as_json else scrub(done.render())
     )
@@ -189,15 +204,15 @@ def clean(
     old. Files the runner did not write, and symbolic links, are listed and left alone.
     Starts no JVM.
     """
-    from runner.services.clean import CleanSummary, clean_table
-    from runner.spec import load_spec
+    from runner.actions.clean import clean_table
 
-    pipeline = load_spec(spec)
-
-    def work() -> CleanSummary:
-        return clean_table(pipeline, retain_commits, min_age_hours, dry_run)
-
-    _print(_observed(pipeline, "clean", work, CleanSummary.record, dry_run), as_json)
+    _act(
+        spec,
+        "clean",
+        lambda p: clean_table(p, retain_commits, min_age_hours, dry_run),
+        dry_run,
+        as_json,
+    )
 
 
 @click.command()
@@ -222,15 +237,12 @@ def compact(spec: str, partitions: tuple[str, ...], dry_run: bool, as_json: bool
     Each folded bucket becomes one file sorted by key, in one commit that changes no row.
     A bucket a writer changes meanwhile is left for the next compaction, never half done.
     """
-    from runner.services.compact import CompactSummary, compact_table
-    from runner.spec import load_spec
+    from runner.actions.compact import compact_table
 
-    pipeline = load_spec(spec)
-
-    def work() -> CompactSummary:
+    def work(pipeline: PipelineSpec) -> _Done:
         return compact_table(pipeline, partitions, dry_run, console_progress=sys.stderr.isatty())
 
-    _print(_observed(pipeline, "compaction", work, CompactSummary.record, dry_run), as_json)
+    _act(spec, "compaction", work, dry_run, as_json)
 
 
 @click.command()
@@ -261,15 +273,9 @@ def restore(spec: str, to: str, dry_run: bool, as_json: bool) -> None:
     needs (the error names the versions that can be restored). If another writer commits
     meanwhile, one of the two fails and says to run again. Starts no JVM.
     """
-    from runner.services.restore import RestoreSummary, restore_table
-    from runner.spec import load_spec
+    from runner.actions.restore import restore_table
 
-    pipeline = load_spec(spec)
-
-    def work() -> RestoreSummary:
-        return restore_table(pipeline, to, dry_run)
-
-    _print(_observed(pipeline, "restore", work, RestoreSummary.record, dry_run), as_json)
+    _act(spec, "restore", lambda p: restore_table(p, to, dry_run), dry_run, as_json)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,7 +1,7 @@
 """A table's restores, and what a reader that has taken in its changes up to one version
 must apply to reach another: a chained pipeline's `delta` source (runner/sources/delta.py).
 
-A restore (runner/services/restore.py) commits a version R whose rows are those of an older
+A restore (runner/actions/restore.py) commits a version R whose rows are those of an older
 version V, so the rows of a version descend from a chain of versions, its lineage: an
 ordinary version and the lineage of the version before it; a restore R to V and V's
 lineage (a restore of a restore follows both jumps). A reader at version `since` going to

@@ -3,7 +3,7 @@
 `add` adds new columns and new fields inside structs (a list's element struct, a map's
 value struct included); `widen` also widens types losslessly, as Delta's type widening
 table feature allows (PROTOCOL.md, "Type Widening"); `full` widens the same types (the run
-rewrites the table's files in them: runner/services/schema_rewrite.py); `none` accepts no
+rewrites the table's files in them: runner/actions/schema_rewrite.py); `none` accepts no
 change. Narrowing, lossy changes and missing fields are refused in every mode: `TypeMerge`
 collects one line per problem, naming the column, both types and the fix. Under
 target.on_schema_mismatch fail or quarantine, a top-level scalar column of another type is

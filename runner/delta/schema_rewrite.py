@@ -1,7 +1,7 @@
 """What a schema rewrite changes (schema_evolution full): the spec's pending renames and
 drops, a run's widenings, as a table's top-level columns. Decided from the Delta log and the
 spec, without Spark: `runner validate --against` applies them too; the rewrite itself is
-runner/services/schema_rewrite.py.
+runner/actions/schema_rewrite.py.
 """
 
 from __future__ import annotations

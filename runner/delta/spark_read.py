@@ -1,4 +1,5 @@
-"""Spark reads of runner tables: delta-rs picks the files, Spark reads the parquet.
+"""Spark reads of runner tables: delta-rs picks the files, Spark reads the parquet; on S3
+the session is given the connector first (`table_reading_jars`, `let_spark_read`).
 
 On a MERGE_ON_READ table a file may carry a deletion vector: its deleted rows are dropped
 by an anti-join on (file name, row index), with Spark's `_metadata.row_index` (the row's
@@ -19,6 +20,8 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from runner.delta.deletion_vectors import DeletionVector, read_deleted_rows
 from runner.delta.snapshot import DataFile, TableSnapshot, open_table
+from runner.jvm import s3_connector
+from runner.jvm.session import under_spark_submit
 from runner.storage.location import TableLocation, is_local
 
 _GLOB_CHARS = "\\[]{}*?"
@@ -131,3 +134,21 @@ def read_table(spark: SparkSession, uri: str) -> DataFrame:
     if snapshot is None:
         raise FileNotFoundError(f"no Delta table at {uri}")
     return read_files(spark, snapshot, snapshot.files())
+
+
+def _reading(location: TableLocation) -> str:
+    return f"bucket expansion of {location.uri} (Spark reads the table's files)"
+
+
+def table_reading_jars(location: TableLocation) -> list[str]:
+    """Jars a new session needs to read the table's files: the S3 connector's on S3."""
+    if location.is_local:
+        return []
+    return s3_connector.jars_to_add(_reading(location), under_spark_submit())
+
+
+def let_spark_read(spark: SparkSession, location: TableLocation) -> None:
+    """Give the session what it needs to read the table's files (on S3: the connector's
+    settings, from the table's)."""
+    if not location.is_local:
+        s3_connector.enable(spark, location.settings, _reading(location))

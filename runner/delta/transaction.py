@@ -30,14 +30,14 @@ version after the snapshot the writer read, in ONE loop for every writer:
 
 Each rule sits beside the action it is for: a run's `RunRule` in
 runner/pipeline/commit_stage.py (settings, checkpoint guard, batch id, buckets), an
-expansion's `ExpansionRule` in runner/services/expand.py (settings or schema, the files of
+expansion's `ExpansionRule` in runner/actions/expand.py (settings or schema, the files of
 the regrown partitions or split buckets), a compaction's `CompactionRule` in
-runner/services/compact.py (settings, buckets), `RewriteRule` in
-runner/services/table_change.py (no other commit at all: a schema rewrite, a restore).
+runner/actions/compact.py (settings, buckets), `RewriteRule` in
+runner/actions/table_change.py (no other commit at all: a schema rewrite, a restore).
 delta-rs refuses a commit with removes whenever another writer removed any file since the
 read, even in other buckets; the rules are why such a refusal is usually just a
 reason to commit again. Every action reaches `commit()` through
-runner/services/table_change.py, which holds the guards and fault points around it.
+runner/actions/table_change.py, which holds the guards and fault points around it.
 """
 
 from __future__ import annotations

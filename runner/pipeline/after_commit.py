@@ -1,4 +1,4 @@
-"""After a run's commit: the table actions its spec asks for (runner/services/), in the order
+"""After a run's commit: the table actions its spec asks for (runner/actions/), in the order
 a reader benefits from: compaction, expansion, clean. A new after-commit action is one entry
 of `AFTER_COMMIT`."""
 
@@ -10,10 +10,10 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from runner.actions.clean import CleanSummary, clean_table
+from runner.actions.compact import CompactSummary, compact_if_due
+from runner.actions.expand import ExpandSummary, expand_if_due
 from runner.pipeline.context import RunContext
-from runner.services.clean import CleanSummary, clean_table
-from runner.services.compact import CompactSummary, compact_if_due
-from runner.services.expand import ExpandSummary, expand_if_due
 from runner.spec.model import Target
 
 

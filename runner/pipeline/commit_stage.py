@@ -18,6 +18,7 @@ import pyarrow as pa
 import structlog
 from pyspark.sql import Row
 
+from runner.actions.table_change import TableChange, ToCommit
 from runner.delta.log_entry import NewFile
 from runner.delta.schema import SchemaPlan
 from runner.delta.schema_evolution import delta_type
@@ -48,7 +49,6 @@ from runner.pipeline.figures import (
     new_files,
 )
 from runner.pipeline.inputs import Inputs
-from runner.services.table_change import TableChange, ToCommit
 from runner.sources.checkpoint import FIELD as CHECKPOINT_FIELD
 from runner.sources.checkpoint import StartingPoints, last_checkpoints
 from runner.spec.model import PipelineSpec

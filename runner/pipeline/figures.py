@@ -95,7 +95,7 @@ class BatchFigures:
 
     verdicts: VerdictFigures
     write: WriteFigures = field(default_factory=WriteFigures)
-    schema_rewrites: tuple[dict[str, Any], ...] = ()  # runner/services/schema_rewrite.py's
+    schema_rewrites: tuple[dict[str, Any], ...] = ()  # runner/actions/schema_rewrite.py's
     rows_from: str | None = None  # bulk_insert: the source files, or Spark (and why)
     merged_on: str | None = None  # the driver, or Spark executors (and why)
 

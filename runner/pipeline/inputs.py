@@ -17,11 +17,12 @@ from typing import Any
 import structlog
 from pyspark.sql import SparkSession
 
+from runner.actions.expand import automatic
 from runner.delta.snapshot import TableSnapshot
+from runner.delta.spark_read import table_reading_jars
 from runner.jvm import s3_connector
 from runner.jvm.session import SMALL_INPUT_BYTES, spark_session, under_spark_submit
 from runner.pipeline.context import RunContext
-from runner.services.expand import automatic, table_reading_jars
 from runner.sources.checkpoint import Origin, StartingPoints, starting_points
 from runner.sources.kinds import kind_of, source_jars
 from runner.sources.listing import local_bytes

@@ -6,13 +6,13 @@ from dataclasses import dataclass
 
 import structlog
 
+from runner.actions.expand import check_automatic_expansion
 from runner.delta.directory import check_new_table_location
 from runner.delta.log_entry import check_log_writable
 from runner.delta.snapshot import TableSnapshot, open_table
 from runner.delta.table_config import check_table_settings
 from runner.delta.transaction import batch_committed
 from runner.pipeline.context import RunContext
-from runner.services.expand import check_automatic_expansion
 from runner.storage.location import locate
 from runner.write.field_merge import load_merger
 

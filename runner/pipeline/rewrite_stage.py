@@ -1,6 +1,6 @@
 """The rewrite stage (schema_evolution full): the table's files rewritten in a new schema,
 as a version of its own, just before the run writes its batch
-(runner/services/schema_rewrite.py).
+(runner/actions/schema_rewrite.py).
 
 The spec's pending renames and drops (target.rename, target.drop) are known from the spec
 and the table before the plan stage; the batch is planned against the table as the rewrite
@@ -17,12 +17,12 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from runner.actions.schema_rewrite import rewrite_table
 from runner.delta.schema_rewrite import SchemaRewrite, pending_renames_and_drops
 from runner.delta.snapshot import TableSnapshot
 from runner.errors import UserError
 from runner.pipeline.batch import Batch, plan_table_schema
 from runner.pipeline.context import RunContext
-from runner.services.schema_rewrite import rewrite_table
 
 
 def pending_rewrite(ctx: RunContext, snapshot: TableSnapshot | None) -> SchemaRewrite:

@@ -28,6 +28,7 @@ import structlog
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from runner.actions.table_change import TableChange
 from runner.delta.schema_rewrite import SchemaRewrite
 from runner.delta.snapshot import TableSnapshot, open_table
 from runner.delta.transaction import BucketClash
@@ -57,7 +58,6 @@ from runner.pipeline.rewrite_stage import pending_rewrite, rewrite_before_write
 from runner.pipeline.winners import single_pass
 from runner.pipeline.write_stage import MergeInput, write_buckets, write_bulk
 from runner.progress import Progress
-from runner.services.table_change import TableChange
 from runner.sources.bad_input import reading
 from runner.sources.file_rows import why_spark_sends_rows
 from runner.spec.model import PipelineSpec
@@ -315,7 +315,7 @@ def _change(ctx: RunContext, run: _ToWrite) -> TableChange:
     """The run's change of its table: its heartbeat is held from its first file to its
     after-commit services (`_run`), so the change holds none of its own."""
     return TableChange(
-        ctx.table, ctx.instant, "run", run.spark, heartbeat=False, shown=ctx.target.path
+        ctx.table, "run", run.spark, instant=ctx.instant, heartbeat=False, shown=ctx.target.path
     )
 
 

@@ -12,7 +12,7 @@ read of its table in full misses every key deleted there since the target's rows
 it) and a Kafka source at `starting_offsets: latest` (the records since then are skipped).
 Elsewhere the summary says what is read again.
 
-A restore (runner/services/restore.py) sets the table back to an older version, and every
+A restore (runner/actions/restore.py) sets the table back to an older version, and every
 pipeline's checkpoints with it: its commit records `{pipeline: checkpoints}` as of that
 version (null for a pipeline that had committed none then, which starts anew), and a
 pipeline's latest commit is then that restore, when it names the pipeline.

@@ -1,7 +1,7 @@
 """The executor-side writers of a bucket expansion: stored rows into their new buckets' files.
 
 multiple_rehash and split (RehashJob): Spark computes each stored row's new bucket and sends
-them as bitmaps (runner/services/rehash_bitmaps.py); each task then reads whole old bucket
+them as bitmaps (runner/actions/rehash_bitmaps.py); each task then reads whole old bucket
 files with pyarrow and streams their live rows into the files of their new buckets b, b+N,
 ... (at most k open). The table's rows never pass through Spark rows or a shuffle, like the
 merge handle of a write. overwrite (RegroupJob): the rows come shuffled and sorted by
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -31,10 +32,13 @@ from runner.delta.snapshot import DataFile, Group
 from runner.errors import RunnerError
 from runner.index.naming import data_file_path, derived_file_id
 from runner.storage.location import TableLocation
-from runner.storage.meta_columns import BUCKET, RECORD_KEY
+from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY
 from runner.storage.parquet_file import BucketFile, OpenFiles, conform
 from runner.write.task import task_token
 from runner.write.writer import split_groups
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 REGROUP_RESULT_SCHEMA = pa.schema(
     [
@@ -105,7 +109,7 @@ def _file_id(file_ids: Mapping[Group, str], instant: str, part: Part) -> str:
     return derived_file_id(bucket, instant, pp, piece) if piece else file_ids[(pp, bucket)]
 
 
-# The rows of a rehash's bitmaps (runner/services/rehash_bitmaps.py): in WORD of an old file
+# The rows of a rehash's bitmaps (runner/actions/rehash_bitmaps.py): in WORD of an old file
 # (rows WORD*64 to WORD*64+63), the rows whose new bucket is BUCKET have their bit set in
 # BITS (bit i: row WORD*64+i).
 WORD, BITS = "word", "bits"
@@ -244,3 +248,12 @@ def _cut_after(rows: pa.Table, at: int) -> int:
     while at < rows.num_rows and keys[at] == keys[at - 1]:
         at += 1
     return at
+
+
+def regrouped(spark: SparkSession, rows: DataFrame, groups: int) -> DataFrame:
+    """What a RegroupJob takes: `rows` shuffled by (partition path, bucket) into at most one
+    task per group (of `groups`) and sorted by key in each task."""
+    shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
+    return rows.repartition(
+        max(1, min(groups, shuffle)), PARTITION_PATH, BUCKET
+    ).sortWithinPartitions(PARTITION_PATH, BUCKET, RECORD_KEY)

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from runner.delta.snapshot import Group
+from runner.delta.snapshot import DataFile, Group, TableSnapshot
+from runner.errors import UserError
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY
 from runner.storage.parquet_file import BucketFile
 
@@ -91,3 +92,24 @@ def unexpired(tombstones: pa.Table, instant: str, hours: int) -> pa.Table:
     now = dt.datetime.strptime(instant[:14], "%Y%m%d%H%M%S")
     oldest = (now - dt.timedelta(hours=hours)).strftime("%Y%m%d%H%M%S") + instant[14:]
     return tombstones.filter(pc.greater_equal(tombstones.column(DELETED_AT), oldest))
+
+
+def refuse_tombstones(
+    snapshot: TableSnapshot,
+    files: Sequence[DataFile],
+    work: str = "an expansion",
+    fix: str = "expand once they have expired, or into a new table",
+) -> None:
+    """A change feed's table may remember deleted keys in its files' footers
+    (this module); `work` that rewrites `files` (an expansion, a schema
+    rewrite) does not carry them into its new files yet, and a late event could then bring
+    a deleted key back."""
+    if "runner.cdc.sequence_by" not in snapshot.configuration:
+        return
+    fs, root = snapshot.location.filesystem()
+    if held(fs, root, [f.path for f in files]):
+        raise UserError(
+            f"{snapshot.uri} remembers deleted keys of its change feed (tombstones, kept "
+            f"cdc.tombstone_hours) in the files {work} rewrites, which it does not carry "
+            f"into its new files yet; nothing was changed: {fix}"
+        )

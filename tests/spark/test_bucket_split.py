@@ -12,6 +12,12 @@ import pandas as pd
 import pytest
 from deltalake import DeltaTable
 
+from runner.actions.expand import (
+    ExpansionRequest,
+    expand_table,
+    run_expansion,
+)
+from runner.actions.rehash_bitmaps import bitmap_frame
 from runner.commands.keys import preview_keys, table_layout
 from runner.delta.snapshot import open_table
 from runner.errors import CommitConflictError
@@ -19,12 +25,6 @@ from runner.index.bucket import layout_bucket_column
 from runner.index.layout import BucketLayout
 from runner.index.naming import parse_data_file_name
 from runner.pipeline.run import run_pipeline
-from runner.services.expand import (
-    ExpansionRequest,
-    expand_table,
-    run_expansion,
-)
-from runner.services.rehash_bitmaps import bitmap_frame
 from runner.spec import load_spec
 from tests.helpers import (
     NEVER_REWRITE,

@@ -18,6 +18,8 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 
+from runner.actions.compact import compact_table
+from runner.actions.expand import ExpansionRequest, expand_table
 from runner.commands.inspect import inspect_table, render_report
 from runner.delta.snapshot import open_table
 from runner.errors import UserError
@@ -25,8 +27,6 @@ from runner.index.naming import parse_data_file_name
 from runner.index.string_hash import spark_string_hash
 from runner.jvm.session import session_settings
 from runner.pipeline.run import run_pipeline
-from runner.services.compact import compact_table
-from runner.services.expand import ExpansionRequest, expand_table
 from runner.spec import load_spec
 from runner.write import bulk_writer
 from tests.helpers import (

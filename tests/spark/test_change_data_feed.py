@@ -20,12 +20,12 @@ import yaml
 from click.testing import CliRunner
 from deltalake import DeltaTable
 
+from runner.actions.compact import compact_table
 from runner.cli import cli
 from runner.commands.read import read_rows
 from runner.delta.snapshot import open_table
 from runner.errors import InvalidSpecError, UserError
 from runner.pipeline.run import run_pipeline
-from runner.services.compact import compact_table
 from runner.spec import load_spec
 from tests.helpers import (
     city_rows,

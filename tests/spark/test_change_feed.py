@@ -11,13 +11,13 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from runner.actions.compact import compact_table
+from runner.actions.expand import ExpansionRequest, expand_table
 from runner.cli import cli
 from runner.commands.read import read_rows
 from runner.errors import UserError
 from runner.pipeline.context import RunOptions
 from runner.pipeline.run import run_pipeline
-from runner.services.compact import compact_table
-from runner.services.expand import ExpansionRequest, expand_table
 from runner.spec import load_spec
 from tests.helpers import (
     CHANGE_FEED_SCHEMA,

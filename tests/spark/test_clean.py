@@ -11,11 +11,11 @@ import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable, write_deltalake
 
+from runner.actions.clean import clean_table
 from runner.cli import cli
 from runner.delta.snapshot import open_table
 from runner.errors import UserError
 from runner.pipeline.run import run_pipeline
-from runner.services.clean import clean_table
 from runner.spec import load_spec
 from tests.helpers import live_paths, read_table, write_batch, write_spec
 

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
+from runner.actions.clean import clean_table
 from runner.commands.inspect import inspect_table
 from runner.commands.keys import preview_keys
 from runner.delta.log_entry import (
@@ -36,7 +37,6 @@ from runner.delta.log_entry import (
 from runner.delta.snapshot import DataFile, open_table
 from runner.index.naming import data_file_path, new_instant
 from runner.pipeline.run import run_pipeline
-from runner.services.clean import clean_table
 from runner.spec import load_spec
 from runner.spec.model import PipelineSpec
 from runner.storage.in_flight import in_flight

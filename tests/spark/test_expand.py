@@ -9,14 +9,14 @@ import pandas as pd
 import pytest
 from deltalake import DeltaTable
 
+from runner.actions import rehash_bitmaps
+from runner.actions.expand import ExpansionRequest, expand_table
+from runner.actions.expansion_plan import plan_expansion
+from runner.actions.rehash_bitmaps import bitmap_frame
 from runner.delta.snapshot import open_table
 from runner.errors import UserError
 from runner.index.naming import parse_data_file_name
 from runner.pipeline.run import run_pipeline
-from runner.services import rehash_bitmaps
-from runner.services.expand import ExpansionRequest, expand_table
-from runner.services.expansion_plan import plan_expansion
-from runner.services.rehash_bitmaps import bitmap_frame
 from runner.spec import load_spec
 from tests.helpers import (
     assert_rows_not_shuffled,

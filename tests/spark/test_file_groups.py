@@ -18,13 +18,13 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
+from runner.actions.compact import compact_table
+from runner.actions.expand import ExpansionRequest, expand_table
 from runner.commands.inspect import inspect_table, render_report
 from runner.commands.key_lookup import lookup_keys
 from runner.delta.snapshot import DataFile, open_table
 from runner.delta.spark_read import read_table as spark_read_table
 from runner.pipeline.run import run_pipeline
-from runner.services.compact import compact_table
-from runner.services.expand import ExpansionRequest, expand_table
 from runner.spec import load_spec
 from tests.delta_spark import delta_spark_ready, read_with_delta_spark
 from tests.helpers import NEVER_REWRITE, city_content, live_paths, write_batch, write_spec

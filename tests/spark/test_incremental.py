@@ -17,12 +17,12 @@ import yaml
 from click.testing import CliRunner
 from deltalake import DeltaTable
 
+from runner.actions.expand import ExpansionRequest, expand_table
 from runner.cli import cli
 from runner.commands.read import read_rows
 from runner.errors import UserError
 from runner.pipeline.context import RunOptions
 from runner.pipeline.run import run_pipeline
-from runner.services.expand import ExpansionRequest, expand_table
 from runner.sources.jdbc import plan_jdbc
 from runner.sources.model import SourcePlan
 from runner.sources.plan import read_source

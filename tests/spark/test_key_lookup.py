@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable
 
+from runner.actions.expand import ExpansionRequest, expand_table
 from runner.cli import cli
 from runner.commands.key_bucket import KeyHasher, key_hasher
 from runner.commands.key_lookup import BY_BUCKET, lookup_keys, read_keys
@@ -26,7 +27,6 @@ from runner.commands.keys import preview_keys, target_from_properties
 from runner.delta.snapshot import open_table
 from runner.delta.table_config import table_settings
 from runner.pipeline.run import run_pipeline
-from runner.services.expand import ExpansionRequest, expand_table
 from runner.spec import load_spec
 from runner.storage.meta_columns import META_COLUMNS
 from tests.helpers import NEVER_REWRITE, keys_target, read_table, write_batch, write_spec

@@ -13,6 +13,9 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 
+from runner.actions.clean import clean_table
+from runner.actions.compact import CompactSummary, compact_table, plan_compaction, run_compaction
+from runner.actions.expand import ExpansionRequest, expand_table
 from runner.commands.inspect import inspect_table
 from runner.commands.read import read_rows
 from runner.delta import transaction
@@ -20,9 +23,6 @@ from runner.delta.snapshot import open_table
 from runner.delta.spark_read import read_table as spark_read_table
 from runner.errors import TableMismatchError
 from runner.pipeline.run import run_pipeline
-from runner.services.clean import clean_table
-from runner.services.compact import CompactSummary, compact_table, plan_compaction, run_compaction
-from runner.services.expand import ExpansionRequest, expand_table
 from runner.spec import load_spec
 from tests.helpers import (
     city_content,
@@ -158,6 +158,20 @@ def test_compaction_folds_each_bucket_into_one_sorted_file(spark, tmp_path, tabl
     assert compact_table(load_spec(table)).buckets == 0
     # the commit changes no row: an incremental reader of it gets nothing
     assert DeltaTable(str(tmp_path / "table")).history(1)[0]["operation"] == "OPTIMIZE"
+
+
+@pytest.mark.parametrize("point", ["after_bucket_file", "before_commit"])
+def test_a_failed_compaction_leaves_the_table_as_it_was(spark, tmp_path, table, monkeypatch, point):
+    """A compaction is a table change like a run's write (runner/actions/table_change.py):
+    a failure before its commit leaves every file and the log as they were."""
+    _upsert(spark, tmp_path, table, city_rows([1, 2, 3], 2))
+    before = file_bytes(tmp_path / "table")
+    monkeypatch.setenv("RUNNER_FAULT", point)
+    with pytest.raises(Exception, match=f"injected fault at {point}"):
+        compact_table(load_spec(table), spark=spark)
+    assert file_bytes(tmp_path / "table") == before  # its new files are removed
+    monkeypatch.delenv("RUNNER_FAULT")
+    assert compact_table(load_spec(table), spark=spark).version is not None
 
 
 def test_compaction_after_commit_folds_the_buckets_past_a_threshold(spark, tmp_path, table):

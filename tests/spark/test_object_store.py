@@ -16,16 +16,16 @@ import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable, write_deltalake
 
+from runner.actions.clean import clean_table
+from runner.actions.compact import compact_table
+from runner.actions.expand import ExpansionRequest, expand_table, run_expansion
+from runner.actions.expansion_plan import plan_expansion
 from runner.cli import cli
 from runner.delta.log_entry import publish
 from runner.delta.snapshot import open_table
 from runner.errors import CommitConflictError, EnvironmentProblem, UserError
 from runner.index.naming import parse_data_file_name
 from runner.pipeline.run import run_pipeline
-from runner.services.clean import clean_table
-from runner.services.compact import compact_table
-from runner.services.expand import ExpansionRequest, expand_table, run_expansion
-from runner.services.expansion_plan import plan_expansion
 from runner.spec import load_spec
 from runner.storage.location import locate
 from tests.helpers import assert_stale_writer_refused, read_table, write_batch, write_spec

@@ -18,15 +18,15 @@ import pytest
 from click.testing import CliRunner
 from deltalake import DeltaTable
 
+from runner.actions.expand import ExpansionRequest, expand_table
+from runner.actions.restore import RestoreSummary, run_restore
+from runner.actions.restore_plan import plan_restore
 from runner.cli import cli
 from runner.commands.read import read_rows
 from runner.delta.snapshot import open_table
 from runner.errors import CommitConflictError, UserError
 from runner.pipeline.context import RunOptions
 from runner.pipeline.run import run_pipeline
-from runner.services.expand import ExpansionRequest, expand_table
-from runner.services.restore import RestoreSummary, run_restore
-from runner.services.restore_plan import plan_restore
 from runner.sources.checkpoint import starting_points
 from runner.spec import load_spec
 from tests.delta_spark import read_with_delta_spark

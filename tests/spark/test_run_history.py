@@ -12,13 +12,13 @@ import yaml
 from click.testing import CliRunner
 from deltalake import DeltaTable
 
+from runner.actions.compact import CompactSummary, compact_table
+from runner.actions.expand import ExpandSummary, ExpansionRequest, expand_table
 from runner.cli import cli
 from runner.errors import BadRecordsError
 from runner.observe import history
 from runner.observe.observed import Observer
 from runner.pipeline.context import RunOptions
-from runner.services.compact import CompactSummary, compact_table
-from runner.services.expand import ExpandSummary, ExpansionRequest, expand_table
 from runner.spec import load_spec
 from tests.helpers import city_content, city_rows, city_target, file_bytes, write_batch
 

@@ -16,12 +16,12 @@ import pytest
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaProtocolError
 
+from runner.actions.compact import compact_table
+from runner.actions.expand import ExpansionRequest, expand_table
 from runner.commands.read import read_rows
 from runner.errors import SchemaChangeError
 from runner.pipeline.context import RunOptions
 from runner.pipeline.run import run_pipeline
-from runner.services.compact import compact_table
-from runner.services.expand import ExpansionRequest, expand_table
 from runner.spec import load_spec
 from tests.delta_spark import delta_spark_ready, read_with_delta_spark
 from tests.helpers import write_batch, write_spec

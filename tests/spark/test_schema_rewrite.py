@@ -14,11 +14,11 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
+from runner.actions.compact import compact_table
+from runner.actions.expand import ExpansionRequest, expand_table
 from runner.errors import BadRecordsError, UserError
 from runner.pipeline.context import RunOptions
 from runner.pipeline.run import run_pipeline
-from runner.services.compact import compact_table
-from runner.services.expand import ExpansionRequest, expand_table
 from runner.spec import load_spec
 from tests.delta_spark import delta_spark_ready, read_with_delta_spark
 from tests.helpers import file_bytes, log_actions, write_batch, write_spec
@@ -204,6 +204,28 @@ def test_refusals_leave_the_table_as_it_was(spark, tmp_path):
     with pytest.raises(BadRecordsError, match="string value 'abc' is not a valid integer"):
         run_pipeline(load_spec(spec), spark=spark)
     assert file_bytes(table) == before
+
+
+@pytest.mark.parametrize("point", ["after_bucket_file", "before_commit"])
+def test_a_failed_rewrite_leaves_the_table_as_it_was(spark, tmp_path, monkeypatch, point):
+    """The rewrite is a table change of its own (runner/actions/table_change.py): a failure
+    before its commit, the first of the run, leaves every file and the log as they were."""
+    expected = _loaded(spark, tmp_path, "MERGE_ON_READ")
+    table = tmp_path / "table"
+    before = file_bytes(table)
+    spec = write_spec(tmp_path, _target("MERGE_ON_READ", drop=["note"]))
+    write_batch(tmp_path, _rows([5], 7).drop(columns="note"), SCHEMA.remove(4))
+    monkeypatch.setenv("RUNNER_FAULT", point)
+    with pytest.raises(Exception, match=f"injected fault at {point}"):
+        run_pipeline(load_spec(spec), spark=spark)
+    assert file_bytes(table) == before  # the rewrite's files are removed
+    monkeypatch.delenv("RUNNER_FAULT")
+    run_pipeline(load_spec(spec), spark=spark)
+    _check_readers(
+        spark,
+        table,
+        expected.drop(columns="note").assign(ts=lambda f: f["ts"].where(f["id"] != 5, 7)),
+    )
 
 
 def test_changes_read_across_a_rename_keep_their_values(spark, tmp_path):

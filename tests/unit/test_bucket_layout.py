@@ -9,13 +9,13 @@ import random
 
 import pytest
 
+from runner.actions.expansion_plan import plan_expansion
+from runner.actions.expansion_split import parse_bucket, plan_hot_splits, plan_split
 from runner.commands.inspect import inspect_table, render_report
 from runner.delta.snapshot import open_table
 from runner.errors import RunnerError, UserError
 from runner.index.layout import BucketLayout
 from runner.observe.run_metrics import table_state
-from runner.services.expansion_plan import plan_expansion
-from runner.services.expansion_split import parse_bucket, plan_hot_splits, plan_split
 from tests.helpers import keys_target
 from tests.unit.test_metrics import runner_table
 

@@ -34,7 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("runner.storage",),
     ("runner.delta",),
     ("runner.write", "runner.sources"),
-    ("runner.services",),
+    ("runner.actions",),
     ("runner.pipeline",),
     ("runner.observe",),
     ("runner.commands", "runner.k8s", "runner.table"),

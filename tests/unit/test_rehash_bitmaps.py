@@ -1,4 +1,4 @@
-"""A rehash's bitmaps (runner/services/rehash_bitmaps.py): how the writer reads them back,
+"""A rehash's bitmaps (runner/actions/rehash_bitmaps.py): how the writer reads them back,
 and how the files are shared out among the writer tasks. Spark's part is in
 tests/spark/test_expand.py and test_bucket_split.py."""
 
@@ -10,9 +10,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from runner.actions.rehash_bitmaps import bitmaps_by_file, rounds, task_files
 from runner.delta.snapshot import DataFile
 from runner.errors import RunnerError
-from runner.services.rehash_bitmaps import bitmaps_by_file, rounds, task_files
 from runner.storage.meta_columns import BUCKET
 from runner.write.regroup_writer import BITS, WORD, new_buckets
 

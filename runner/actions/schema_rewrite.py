@@ -28,19 +28,23 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
 
 from runner import faults
+from runner.actions.table_change import RewriteRule, TableChange
 from runner.delta.log_entry import NewFile
 from runner.delta.schema_rewrite import SchemaRewrite
 from runner.delta.snapshot import DataFile, TableSnapshot, open_table
-from runner.delta.spark_read import read_files
+from runner.delta.spark_read import let_spark_read, read_files
 from runner.delta.table_setup import schema_features, with_features
 from runner.delta.transaction import Commit
 from runner.errors import RunnerError
-from runner.index.naming import new_file_id, new_instant
-from runner.services.expand import let_spark_read, regrouped
-from runner.services.expansion_plan import refuse_tombstones
-from runner.services.table_change import RewriteRule, TableChange
+from runner.index.naming import new_file_id
 from runner.spec.model import Target
-from runner.write.regroup_writer import REGROUP_RESULT_SCHEMA, RegroupJob, rows_per_group
+from runner.write.regroup_writer import (
+    REGROUP_RESULT_SCHEMA,
+    RegroupJob,
+    regrouped,
+    rows_per_group,
+)
+from runner.write.tombstones import refuse_tombstones
 
 log = structlog.get_logger(__name__)
 
@@ -72,9 +76,7 @@ def rewrite_table(
     )
     schema_json = _delta_schema(snapshot, rewrite)
     features = schema_features(snapshot, schema_json)
-    change = TableChange(
-        snapshot.location, new_instant(), "schema rewrite", spark, shown=snapshot.uri
-    )
+    change = TableChange(snapshot.location, "schema rewrite", spark, shown=snapshot.uri)
     instant = change.instant
     log.info(
         "schema_rewrite_started", table=snapshot.uri, changes=summary.changes, files=len(files)
@@ -105,8 +107,7 @@ def rewrite_table(
         summary.version = change.commit(lambda: (snapshot, changes), RewriteRule())
     summary.files_read, summary.files_written = len(files), len(added)
     summary.bytes_written = sum(f.size for f in added)
-    summary.seconds = change.seconds()
-    log.info("schema_rewrite_committed", **summary.to_dict())
+    change.done("schema_rewrite_committed", summary)
     latest = open_table(snapshot.location)
     assert latest is not None
     return latest, summary

@@ -32,15 +32,14 @@ from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from runner import faults
+from runner.actions.table_change import TableChange
 from runner.delta.log_entry import NewFile, check_log_writable
 from runner.delta.snapshot import DataFile, Group, TableSnapshot, open_table
 from runner.delta.table_config import check_table_settings
 from runner.delta.transaction import BucketClash, Commit, Resolver, changed_buckets
 from runner.errors import CommitConflictError, UserError
-from runner.index.naming import new_instant
 from runner.jvm.session import spark_session
 from runner.progress import Progress
-from runner.services.table_change import TableChange
 from runner.spec.model import CompactionSpec, PipelineSpec
 from runner.summary import ActionFigures, human_size
 from runner.write.compact_writer import BUCKETS_SCHEMA, CompactJob
@@ -125,15 +124,7 @@ class CompactSummary:
     seconds: float = 0.0
 
     def record(self) -> ActionFigures:
-        """Its record's figures: the files it read and replaced, the ones it wrote."""
-        return ActionFigures(
-            ActionFigures.committed_or_not(self.version),
-            self.version,
-            rows_read=self.rows,
-            files_added=self.files_written,
-            files_removed=self.files_read,
-            bytes_written=self.bytes_written,
-        )
+        return ActionFigures.rewrite(self)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -239,7 +230,7 @@ def run_compaction(
 ) -> CompactSummary:
     """Fold `buckets` in one Spark job and commit them; `group_bytes`: the target size of
     the file groups their rows are cut into (None: one file per bucket)."""
-    change = TableChange(snapshot.location, new_instant(), "compaction", spark, shown=snapshot.uri)
+    change = TableChange(snapshot.location, "compaction", spark, shown=snapshot.uri)
     _count_inputs(summary, buckets)
     rows = [b.job_row() for b in buckets]
     shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
@@ -259,8 +250,7 @@ def run_compaction(
                 f"{summary.rows} live rows read; nothing was committed"
             )
         summary.version = _commit(change, snapshot, buckets, written, summary)
-    summary.seconds = change.seconds()
-    log.info("compaction_done", **summary.to_dict())
+    change.done("compaction_done", summary)
     return summary
 
 

@@ -22,12 +22,12 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from runner.actions.expansion_plan import ExpansionPlan
 from runner.delta.snapshot import DataFile, Group, TableSnapshot
 from runner.delta.spark_read import FILE_NAME, ROW_INDEX, read_stored_rows
 from runner.errors import RunnerError
 from runner.index.bucket import layout_bucket_column
 from runner.keygen import build_key_generator
-from runner.services.expansion_plan import ExpansionPlan
 from runner.spec.model import Target
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH
 from runner.write.bucket_merge import run_bounds

@@ -2,7 +2,7 @@
 Delta's RESTORE, Hudi's savepoint restore and Paimon's rollback give their users when a bad
 batch got in.
 
-The plan (runner/services/restore_plan.py, from the Delta log) names the files to remove
+The plan (runner/actions/restore_plan.py, from the Delta log) names the files to remove
 and to add back, the settings and schema as of then, every pipeline's checkpoints then and
 the batches to mark undone. The execution writes nothing but, on a table with Delta's
 change data feed, its change data files (`_change_data/`): the undo as rows, so that a
@@ -35,6 +35,8 @@ import pyarrow.parquet as pq
 import structlog
 
 from runner import faults
+from runner.actions.restore_plan import RestorePlan, plan_restore
+from runner.actions.table_change import RewriteRule, TableChange
 from runner.delta.arrow_read import kept_batches
 from runner.delta.deletion_vectors import keep_mask
 from runner.delta.log_entry import NewFile, check_log_writable
@@ -42,9 +44,7 @@ from runner.delta.restores import OPERATION, RESTORED_VERSION
 from runner.delta.snapshot import DataFile, Group, open_table
 from runner.delta.transaction import Commit
 from runner.errors import UserError
-from runner.index.naming import data_file_path, new_file_id, new_instant
-from runner.services.restore_plan import RestorePlan, plan_restore
-from runner.services.table_change import RewriteRule, TableChange
+from runner.index.naming import data_file_path, new_file_id
 from runner.sources.checkpoint import RESTORED
 from runner.spec.model import PipelineSpec
 from runner.storage.meta_columns import CHANGE_DATA_DIR
@@ -178,7 +178,7 @@ def restore_table(spec: PipelineSpec, to: str, dry_run: bool = False) -> Restore
 def run_restore(plan: RestorePlan, summary: RestoreSummary) -> RestoreSummary:
     """Write the change data files (a table with a change feed), then commit the plan as
     the version after the one it read."""
-    change = TableChange(plan.location, new_instant(), "restore")
+    change = TableChange(plan.location, "restore")
     summary.instant = instant = change.instant
     with change.guarded():
         changes = _change_files(plan, instant) if plan.snapshot.has_change_feed else []
@@ -187,8 +187,7 @@ def run_restore(plan: RestorePlan, summary: RestoreSummary) -> RestoreSummary:
         summary.version = change.commit(
             lambda: (plan.snapshot, _restoring(plan, instant, changes)), RewriteRule()
         )
-    summary.seconds = change.seconds()
-    log.info("restore_committed", **summary.to_dict())
+    change.done("restore_committed", summary)
     return summary
 
 

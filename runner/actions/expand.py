@@ -12,7 +12,7 @@ another writer's commit only when that writer changed neither the metadata nor a
 the regrown partitions. Writers that read the old layout fail their own commit (the
 settings changed) and are told to run again. A failure before it leaves the table as it was.
 
-A bucket split alone (runner/services/expansion_split.py) is the same rehash on the files of
+A bucket split alone (runner/actions/expansion_split.py) is the same rehash on the files of
 one bucket: bucket b at modulus M into b and b+M at 2M, one commit with the new layout; its
 conflict rule looks at the files of the split buckets only.
 
@@ -32,18 +32,7 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from runner import faults
-from runner.delta.log_entry import NewFile
-from runner.delta.snapshot import DataFile, Group, TableSnapshot, open_table
-from runner.delta.spark_read import read_files
-from runner.delta.table_config import check_table_settings
-from runner.delta.transaction import Commit
-from runner.errors import CommitConflictError, RunnerError, UserError
-from runner.index.layout import LAYOUT_KEYS
-from runner.index.naming import new_file_id, new_instant
-from runner.jvm import s3_connector
-from runner.jvm.session import spark_session, under_spark_submit
-from runner.progress import Progress
-from runner.services.expansion_plan import (
+from runner.actions.expansion_plan import (
     SPLIT,
     ExpansionPlan,
     buckets_over,
@@ -51,23 +40,34 @@ from runner.services.expansion_plan import (
     layout_dict,
     plan_expansion,
 )
-from runner.services.expansion_split import plan_hot_splits, plan_split
-from runner.services.rehash_bitmaps import (
+from runner.actions.expansion_split import plan_hot_splits, plan_split
+from runner.actions.rehash_bitmaps import (
     bitmap_frame,
     bitmaps_by_file,
     new_bucket_column,
     rounds,
     task_files,
 )
-from runner.services.table_change import TableChange
+from runner.actions.table_change import TableChange
+from runner.delta.log_entry import NewFile
+from runner.delta.snapshot import DataFile, Group, TableSnapshot, open_table
+from runner.delta.spark_read import let_spark_read, read_files, table_reading_jars
+from runner.delta.table_config import check_table_settings
+from runner.delta.transaction import Commit
+from runner.errors import CommitConflictError, RunnerError, UserError
+from runner.index.layout import LAYOUT_KEYS
+from runner.index.naming import new_file_id
+from runner.jvm.session import spark_session
+from runner.progress import Progress
 from runner.spec.model import PipelineSpec, Target
-from runner.storage.location import TableLocation, locate
-from runner.storage.meta_columns import BUCKET, PARTITION_PATH, RECORD_KEY
+from runner.storage.location import locate
+from runner.storage.meta_columns import BUCKET
 from runner.summary import ActionFigures, human_size
 from runner.write.regroup_writer import (
     REGROUP_RESULT_SCHEMA,
     RegroupJob,
     RehashJob,
+    regrouped,
     rows_per_group,
 )
 
@@ -96,16 +96,7 @@ class ExpandSummary:
     buckets_after: dict[str, Any] = field(default_factory=dict)
 
     def record(self) -> ActionFigures:
-        """Its record's figures: the files it read and replaced, the ones it wrote."""
-        return ActionFigures(
-            ActionFigures.committed_or_not(self.version),
-            self.version,
-            self.instant,
-            rows_read=self.rows,
-            files_added=self.files_written,
-            files_removed=self.files_read,
-            bytes_written=self.bytes_written,
-        )
+        return ActionFigures.rewrite(self, self.instant)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -132,7 +123,7 @@ def run_expansion(
     spark: SparkSession, snapshot: TableSnapshot, target: Target, plan: ExpansionPlan
 ) -> ExpandSummary:
     """Rewrite the plan's partitions into their new buckets and commit them in one version."""
-    change = TableChange(snapshot.location, new_instant(), "expansion", spark, shown=snapshot.uri)
+    change = TableChange(snapshot.location, "expansion", spark, shown=snapshot.uri)
     let_spark_read(spark, snapshot.location)
     summary = ExpandSummary(snapshot.uri, plan.policy, change.instant)
     summary.shuffle = plan.policy == "overwrite"
@@ -158,8 +149,7 @@ def run_expansion(
     summary.bytes_read = sum(f.size for f in files)
     summary.files_written = len(added)
     summary.bytes_written = sum(f.size for f in added)
-    summary.seconds = change.seconds()
-    log.info("expansion_committed", **{k: v for k, v in summary.to_dict().items()})
+    change.done("expansion_committed", summary)
     return summary
 
 
@@ -265,15 +255,6 @@ def regroup_frame(
     return regrouped(spark, rows, len(plan.new_buckets()))
 
 
-def regrouped(spark: SparkSession, rows: DataFrame, groups: int) -> DataFrame:
-    """What a RegroupJob takes: `rows` shuffled by (partition path, bucket) into at most one
-    task per group (of `groups`) and sorted by key in each task."""
-    shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
-    return rows.repartition(
-        max(1, min(groups, shuffle)), PARTITION_PATH, BUCKET
-    ).sortWithinPartitions(PARTITION_PATH, BUCKET, RECORD_KEY)
-
-
 @dataclass(frozen=True)
 class ExpansionRequest:
     """What `runner expand` asks for: the new count (None: the spec's, or the table's
@@ -348,24 +329,6 @@ def expand_table(
             spec.spark, f"{spec.name}-expand", jars=table_reading_jars(snapshot.location)
         )
         return plan, run_expansion(spark, snapshot, target, plan)
-
-
-def _reading(location: TableLocation) -> str:
-    return f"bucket expansion of {location.uri} (Spark reads the table's files)"
-
-
-def table_reading_jars(location: TableLocation) -> list[str]:
-    """Jars a new session needs to read the table's files: the S3 connector's on S3."""
-    if location.is_local:
-        return []
-    return s3_connector.jars_to_add(_reading(location), under_spark_submit())
-
-
-def let_spark_read(spark: SparkSession, location: TableLocation) -> None:
-    """Give the session what it needs to read the table's files (on S3: the connector's
-    settings, from the table's)."""
-    if not location.is_local:
-        s3_connector.enable(spark, location.settings, _reading(location))
 
 
 def automatic(target: Target) -> bool:

@@ -10,7 +10,8 @@ rest, the same way for all of them:
 - the commit (`TableChange.commit`): the `before_commit` fault point (every file written),
   the commit through runner/delta/transaction.py with the action's rule and resolver, then
   the `after_commit` fault point (committed, the action not yet finished);
-- the seconds it took.
+- a new instant, unless the caller has one (a run's is its own);
+- the seconds it took, and the event that says it is done (`TableChange.done`).
 
 The conflict rule of each action sits beside it (a run's in runner/pipeline/commit_stage.py,
 an expansion's in expand.py, a compaction's in compact.py); `RewriteRule`, the strictest,
@@ -24,12 +25,15 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
+
+import structlog
 
 from runner import faults
 from runner.delta.snapshot import TableSnapshot
 from runner.delta.transaction import Commit, ConflictRule, Resolver, commit
 from runner.errors import CommitConflictError
+from runner.index.naming import new_instant
 from runner.storage.in_flight import in_flight
 from runner.storage.location import TableLocation, writing
 from runner.write.uncommitted import remove_uncommitted
@@ -37,13 +41,24 @@ from runner.write.uncommitted import remove_uncommitted
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+log = structlog.get_logger(__name__)
+
 # What an action commits, on the snapshot it was built for; None: nothing to commit.
 ToCommit = tuple[TableSnapshot, Commit] | None
 
 
+class Done(Protocol):
+    """An action's summary: its seconds, and its fields for the event that says it is done."""
+
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
 @dataclass(frozen=True)
 class TableChange:
-    """One change of the table at `location`, its files written under `instant`.
+    """One change of the table at `location`, its files written under `instant` (a new
+    one unless given).
 
     `writer` names it in heartbeats ("run", "expansion", "compaction", "schema rewrite",
     "restore"); `heartbeat` False when the caller holds one for longer (a run holds its own
@@ -52,9 +67,9 @@ class TableChange:
     job's tasks are waited for before the change's files are removed (None: no Spark job)."""
 
     location: TableLocation
-    instant: str
     writer: str
     spark: SparkSession | None = None
+    instant: str = field(default_factory=new_instant)
     heartbeat: bool = True
     shown: str | None = None
     started: float = field(default_factory=time.perf_counter, compare=False)
@@ -93,9 +108,10 @@ class TableChange:
             faults.maybe_fail("after_commit")
         return version
 
-    def seconds(self) -> float:
-        """Seconds since the change began, as its summary shows them."""
-        return round(time.perf_counter() - self.started, 3)
+    def done(self, event: str, summary: Done) -> None:
+        """The change is over: its seconds in `summary`, then `event` with its fields."""
+        summary.seconds = round(time.perf_counter() - self.started, 3)
+        log.info(event, **summary.to_dict())
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """What a bucket expansion would do, from the Delta log alone (no Spark, nothing written).
 
-The plan step of runner/services/expand.py: the table's bucket layout before and after,
-each regrown partition, or each bucket split alone (runner/services/expansion_split.py),
+The plan step of runner/actions/expand.py: the table's bucket layout before and after,
+each regrown partition, or each bucket split alone (runner/actions/expansion_split.py),
 with its files, rows and bytes. `runner plan` and `--dry-run` stop here; `run_expansion`
 executes a plan.
 """
@@ -20,7 +20,7 @@ from runner.index.layout import BucketLayout
 from runner.spec.model import Target
 from runner.storage.location import TableLocation
 from runner.summary import human_size
-from runner.write import tombstones
+from runner.write.tombstones import refuse_tombstones
 
 POLICIES = ("multiple_rehash", "overwrite")
 SPLIT = "split"  # the policy of a plan that splits buckets alone
@@ -258,27 +258,6 @@ def _check_splits_kept(before: BucketLayout, after: BucketLayout, change: Partit
         f"--buckets {change.buckets_before * 2}); use --policy overwrite to reshuffle into "
         f"{change.buckets_after} buckets"
     )
-
-
-def refuse_tombstones(
-    snapshot: TableSnapshot,
-    files: Sequence[DataFile],
-    work: str = "an expansion",
-    fix: str = "expand once they have expired, or into a new table",
-) -> None:
-    """A change feed's table may remember deleted keys in its files' footers
-    (runner/write/tombstones.py); `work` that rewrites `files` (an expansion, a schema
-    rewrite) does not carry them into its new files yet, and a late event could then bring
-    a deleted key back."""
-    if "runner.cdc.sequence_by" not in snapshot.configuration:
-        return
-    fs, root = snapshot.location.filesystem()
-    if tombstones.held(fs, root, [f.path for f in files]):
-        raise UserError(
-            f"{snapshot.uri} remembers deleted keys of its change feed (tombstones, kept "
-            f"cdc.tombstone_hours) in the files {work} rewrites, which it does not carry "
-            f"into its new files yet; nothing was changed: {fix}"
-        )
 
 
 def _check_counts(where: str, before: int, after: int, policy: str) -> None:

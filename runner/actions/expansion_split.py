@@ -4,7 +4,7 @@
 `split`, `runner expand SPEC` and the check after each commit pick the buckets whose live
 bytes pass index.expansion.max_bucket_bytes. Each bucket splits one level, bucket b at
 modulus M into b and b+M at 2M: its files alone are read and rewritten, by the same rehash
-as a partition-wide expansion (runner/services/expand.py), in one commit that records the
+as a partition-wide expansion (runner/actions/expand.py), in one commit that records the
 new layout.
 """
 
@@ -12,18 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from runner.delta.snapshot import DataFile, Group, TableSnapshot
-from runner.errors import UserError
-from runner.index.layout import BucketLayout
-from runner.services.expansion_plan import (
+from runner.actions.expansion_plan import (
     SPLIT,
     BucketSplit,
     ExpansionPlan,
     check_expandable,
     check_partitions,
     files_by_partition,
-    refuse_tombstones,
 )
+from runner.delta.snapshot import DataFile, Group, TableSnapshot
+from runner.errors import UserError
+from runner.index.layout import BucketLayout
+from runner.write.tombstones import refuse_tombstones
 
 BUCKET_SYNTAX = (
     "expected PARTITION/BUCKET, e.g. city=paris/3 (a bucket id as `runner inspect` shows "
