@@ -74,11 +74,9 @@ def delta_spark_jars() -> tuple[list[str], dict[str, str]]:
     return (jars, dict(SPARK_CONF)) if jars else ([], {})
 
 
-def _size(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
-
-
 def render(results: list[dict]) -> str:
+    from bench.write import size_text
+
     lines = ["| scenario | runner (s) | peer | peer (s) | peer / runner |", "|---|---|---|---|---|"]
     for r in results:
         for peer, seconds in r["peers"].items():
@@ -89,9 +87,9 @@ def render(results: list[dict]) -> str:
         for peer, why in r.get("peers_skipped", {}).items():
             lines.append(f"| {r['scenario']} | {r['runner_s']:.2f} | {peer} | skipped ({why}) | |")
         for system, size in r.get("bytes_written", {}).items():
-            lines.append(f"| ↳ bytes written | | {system} | {_size(size)} | |")
+            lines.append(f"| ↳ bytes written | | {system} | {size_text(size)} | |")
         for system, size in r.get("bytes_replaced", {}).items():
-            lines.append(f"| ↳ stored bytes replaced | | {system} | {_size(size)} | |")
+            lines.append(f"| ↳ stored bytes replaced | | {system} | {size_text(size)} | |")
         for system, seconds in r.get("wall_s", {}).items():
             lines.append(
                 f"| ↳ wall (s, median, run_pipeline call) | | {system} | {seconds:.2f} | |"

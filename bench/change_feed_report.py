@@ -4,11 +4,7 @@ output."""
 from __future__ import annotations
 
 from bench.change_feed import FRACTION
-from bench.write import percent
-
-
-def _mib(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
+from bench.write import percent, size_text
 
 
 def render_change_feed(results: list[dict]) -> str:
@@ -33,8 +29,8 @@ def render_change_feed(results: list[dict]) -> str:
             lines.append(
                 f"| {kind} | {line['table_type'] or ''} | {line['system']} | "
                 f"{str(line['change_data_feed']).lower()} | {skip} | {line['wall_s']:.2f} | "
-                f"{job} | {_mib(size['total'])} | {_mib(size['data'])} | "
-                f"{_mib(size['change_data'])} | {_mib(size['deletion_vectors'])} | "
+                f"{job} | {size_text(size['total'])} | {size_text(size['data'])} | "
+                f"{size_text(size['change_data'])} | {size_text(size['deletion_vectors'])} | "
                 f"{line['adds']} / {line['cdcs']} | {line['check']} |"
             )
     return "\n".join(lines)

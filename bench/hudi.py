@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -43,6 +42,7 @@ import pyarrow.parquet as pq
 from bench.hudi_env import SideEnvironment, SideEnvironmentProblem, side_environment
 from bench.hudi_settings import COMPACTION, hudi_options
 from bench.merge_on_read import MOR, delta_spark_problem, job_seconds, scan_checksum
+from bench.merge_on_read_reads import polars_checksum
 from bench.scale import Scale
 from bench.write import (
     CITIES,
@@ -279,14 +279,6 @@ def _runner_series(bench: Bench, base: Path) -> dict[str, Measure]:
     for path in (unfolded, compacted):
         shutil.rmtree(path)
     return out
-
-
-def polars_checksum(path: Path) -> Checksum:
-    """A full Polars read of a Delta table (every column), then its checksum: the reader of
-    bench/merge_on_read.py's read scenario."""
-    frame = pl.read_delta(str(path))
-    cents = (frame["amount"] * 100).round().cast(pl.Int64).sum()
-    return Checksum(frame.height, int(frame["id"].sum()), int(cents))
 
 
 def spark_checksum(frame) -> Checksum:

@@ -3,6 +3,8 @@ output."""
 
 from __future__ import annotations
 
+from bench.write import size_text
+
 
 def render_hudi(results: list[dict]) -> str:
     """The Hudi comparison as its own table: seconds, ratio runner / Hudi, bytes."""
@@ -14,13 +16,9 @@ def render_hudi(results: list[dict]) -> str:
     for r in results:
         if "hudi_s" not in r:
             continue
-        sizes = [_size(n) for n in r.get("bytes_written", {}).values()] or ["", "", ""]
+        sizes = [size_text(n) for n in r.get("bytes_written", {}).values()] or ["", "", ""]
         lines.append(
             f"| {r['scenario']} | {r['runner_s']:.2f} | {r['hudi_s']:.2f} | "
             f"{r['runner_over_hudi']:.2f} | {' | '.join(sizes)} |"
         )
     return "\n".join(lines)
-
-
-def _size(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"

@@ -56,11 +56,15 @@ def read_and_compact(setup: Setup, expected: Checksum) -> list[dict]:
     """Scenarios 2 and 3: reads of the table after every upsert batch, and its compaction."""
     unfolded = _unfold(setup)
     reads: dict[str, list] = {"unfolded": [], "compacted": []}
-    t_unfolded = setup.timed(lambda: None, lambda: polars_read(unfolded.path), reads["unfolded"])
+    t_unfolded = setup.timed(
+        lambda: None, lambda: polars_checksum(unfolded.path), reads["unfolded"]
+    )
     assert all(r == expected for r in reads["unfolded"]), (reads["unfolded"][-1], expected)
     compacted_path = setup.work / "mor_compacted"
     compacted = _compact(setup, unfolded, compacted_path, expected)
-    t_compacted = setup.timed(lambda: None, lambda: polars_read(compacted_path), reads["compacted"])
+    t_compacted = setup.timed(
+        lambda: None, lambda: polars_checksum(compacted_path), reads["compacted"]
+    )
     assert all(r == expected for r in reads["compacted"]), (reads["compacted"][-1], expected)
     unfolded_s, compacted_s = statistics.median(t_unfolded), statistics.median(t_compacted)
     for path in (unfolded.path, compacted_path, setup.work / "mor_copy"):
@@ -71,7 +75,8 @@ def read_and_compact(setup: Setup, expected: Checksum) -> list[dict]:
     ]
 
 
-def polars_read(path: Path) -> Checksum:
+def polars_checksum(path: Path) -> Checksum:
+    """A full Polars read of a Delta table (every column), then its checksum."""
     frame = pl.read_delta(str(path))
     cents = (frame["amount"] * 100).round().cast(pl.Int64).sum()
     return Checksum(frame.height, int(frame["id"].sum()), int(cents))

@@ -199,6 +199,11 @@ def dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*.parquet"))
 
 
+def size_text(n: int) -> str:
+    """Bytes as the bench's tables show them: MiB from 1 MiB on, else KiB."""
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
+
+
 def percent(fraction: float) -> str:
     return f"{fraction:.1%}" if fraction >= 0.001 else f"{fraction * 100:.2g}%"
 

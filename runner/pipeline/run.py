@@ -348,7 +348,8 @@ def _bulk_insert(ctx: RunContext, run: _ToWrite) -> tuple[BatchFigures, Committe
     log.info("bulk_rows_from", source=rows_from)
     occupied = frozenset(pp for pp, _ in snapshot.files_by_group()) if snapshot else frozenset()
     rewrite: tuple[dict[str, Any], ...] = ()
-    with _change(ctx, run).guarded():
+    change = _change(ctx, run)
+    with change.guarded():
         try:
             with ctx.stage("write"):
                 columns = None if why_not else tuple(data)
@@ -372,7 +373,8 @@ def _bulk_insert(ctx: RunContext, run: _ToWrite) -> tuple[BatchFigures, Committe
             if ctx.options.dry_run:
                 return figures, _dry_run(batch)
             with ctx.stage("commit"):
-                version, prepared = _commit_bulk(ctx, run, Written(tuple(files), {}), figures)
+                written = Written(tuple(files), {})
+                version, prepared = _commit_bulk(ctx, change, run, written, figures)
             log_commit(version, figures)
             return figures, Committed(version, prepared.columns_added if prepared else ())
         except BaseException as failure:
@@ -381,7 +383,7 @@ def _bulk_insert(ctx: RunContext, run: _ToWrite) -> tuple[BatchFigures, Committe
 
 
 def _commit_bulk(
-    ctx: RunContext, run: _ToWrite, written: Written, figures: BatchFigures
+    ctx: RunContext, change: TableChange, run: _ToWrite, written: Written, figures: BatchFigures
 ) -> tuple[int | None, Prepared | None]:
     """A bulk_insert's commit: another writer's files in its buckets are a conflict, since
     it writes only into empty partitions."""
@@ -389,7 +391,7 @@ def _commit_bulk(
     try:
         return commit_run(
             ctx,
-            _change(ctx, run),
+            change,
             inputs,
             lambda: prepare_commit(ctx, run.snapshot, schema, inputs, written, figures),
         )
