@@ -205,7 +205,7 @@ def plan_table_schema(
             raise UserError(f"operation delete needs an existing table; none at {target.path}")
         return plan_schema(table_schema, table_schema, target.path)
     internal = [c for c in batch.columns if c.startswith(RESERVED_PREFIX)]  # value_fit.py's
-    data = batch.drop(*not_stored(target), *internal)
+    data = batch.drop(*not_stored(target, batch.columns), *internal)
     incoming = to_arrow_schema(data.schema, timezone="UTC")
     schema = plan_for_target(incoming, table_schema, target, target.path)
     if schema.changes:  # known before anything is written (and in a dry run)

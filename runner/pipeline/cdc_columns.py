@@ -13,6 +13,7 @@ from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import BooleanType, StringType, StructType
 
 from runner.errors import UserError
+from runner.spec.debezium import unstored
 from runner.spec.model import Target
 from runner.storage.meta_columns import CHANGE_TYPE
 from runner.write.driver_merge import orderable
@@ -90,9 +91,14 @@ def is_delete(target: Target, columns: Sequence[str] = ()) -> Column | None:
     return marker
 
 
-def not_stored(target: Target) -> list[str]:
-    """Input columns that say what to do with a row and are not stored."""
+def not_stored(target: Target, columns: Sequence[str]) -> list[str]:
+    """Input columns (of `columns`) that say what to do with a row, or are a Debezium
+    event's metadata (runner/spec/debezium.py), and are not stored."""
     handed_on = [CHANGE_TYPE]  # a chained source's change type (runner/sources/delta_changes.py)
     if target.cdc is not None:
-        return [target.cdc.operation_column] if target.cdc.operation_column else handed_on
-    return [target.delete_marker, *handed_on] if target.delete_marker else handed_on
+        op = target.cdc.operation_column
+        says = [op] if op else handed_on
+    else:
+        says = [target.delete_marker, *handed_on] if target.delete_marker else handed_on
+    metadata = unstored(columns) if target.fed_by_debezium else []
+    return list(dict.fromkeys([*says, *metadata]))

@@ -51,6 +51,7 @@ from runner.pipeline.context import RunContext, RunOptions
 from runner.pipeline.figures import BatchFigures, write_figures
 from runner.pipeline.inputs import Inputs, plan_inputs
 from runner.pipeline.judge import count_batch, judge, quarantine_skipped, verdict_figures
+from runner.pipeline.open_key import with_stored_key, with_topic_key
 from runner.pipeline.preflight import preflight
 from runner.pipeline.quality import FATE, bucket_counts_and_verdicts
 from runner.pipeline.remerge import Remerge
@@ -89,6 +90,7 @@ def run_pipeline(
 
 
 def _run(ctx: RunContext, spark: SparkSession | None) -> RunSummary:
+    ctx = with_stored_key(ctx)
     spec = ctx.spec
     log.info(
         "run_started",
@@ -111,7 +113,7 @@ def _run(ctx: RunContext, spark: SparkSession | None) -> RunSummary:
     services = ServicesRun()
     if outcome.committed is not None and outcome.committed.version is not None:
         assert outcome.spark is not None
-        services = after_commit(ctx, outcome.spark)
+        services = after_commit(with_stored_key(ctx), outcome.spark)
     summary = outcome.summary(ctx, services)
     log.info("run_finished", **{k: v for k, v in summary.to_dict().items() if k != "run_id"})
     return summary
@@ -208,6 +210,7 @@ def _ingest(
         log.info("nothing_new", sources=[p.source.name for p in inputs.plans])
         return Outcome(inputs, inputs.spark, files_skipped, checkpoints_version=recorded)
     assert inputs.spark is not None
+    ctx = with_topic_key(ctx, inputs.spark, inputs.plans)
     pending = pending_rewrite(ctx, snapshot)
     with reading(ctx.spec.sources):
         batch = plan_batch(ctx, inputs.spark, inputs.plans, snapshot, pending)
@@ -229,6 +232,7 @@ def _record_start(ctx: RunContext, snapshot: TableSnapshot | None, inputs: Input
     if fixed:
         assert inputs.spark is not None, "a Kafka source's offsets come through Spark"
         if snapshot is None:
+            ctx = with_topic_key(ctx, inputs.spark, inputs.plans)
             with reading(ctx.spec.sources):  # an empty batch: the table's schema
                 batch = plan_batch(ctx, inputs.spark, inputs.plans, None)
             batch.release()

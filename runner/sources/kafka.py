@@ -96,7 +96,7 @@ def broker_offsets(spark: SparkSession, kafka: KafkaSpec, where: str) -> BrokerO
     except Exception as exc:  # a setting the client refuses
         raise UserError(f"{where}: Kafka consumer settings refused: {_java_reason(exc)}") from None
     try:
-        partitions = _partitions(jvm, consumer, kafka, wait, where)
+        partitions = topic_partitions(jvm, consumer, kafka, wait, where)
         if not partitions:
             return BrokerOffsets({}, {})
         listed = jvm.java.util.ArrayList()
@@ -113,7 +113,7 @@ def broker_offsets(spark: SparkSession, kafka: KafkaSpec, where: str) -> BrokerO
     return BrokerOffsets(earliest, latest)
 
 
-def _partitions(
+def topic_partitions(
     jvm: Any, consumer: Any, kafka: KafkaSpec, wait: Any, where: str
 ) -> list[TopicPartition]:
     """The topic-partitions to read: of the named topics (each must exist), or of every

@@ -18,6 +18,7 @@ from runner.spec.model import (
     CdcSpec,
     CleaningSpec,
     CompactionSpec,
+    DebeziumSpec,
     DriverMergeSpec,
     ExpansionSpec,
     Expectation,
@@ -163,7 +164,7 @@ def _jdbc(value: dict[str, Any] | None, base: Path) -> JdbcSpec | None:
     return JdbcSpec(**{**value, "jar": absolute(jar, base) if jar else None})
 
 
-_KAFKA_CONVERTED = ("topics", "starting_offsets", "avro_schema", "options")
+_KAFKA_CONVERTED = ("topics", "starting_offsets", "avro_schema", "options", "debezium")
 
 
 def _kafka(value: dict[str, Any] | None, base: Path) -> KafkaSpec | None:
@@ -175,6 +176,7 @@ def _kafka(value: dict[str, Any] | None, base: Path) -> KafkaSpec | None:
     schema_file = value.get("avro_schema")
     return KafkaSpec(
         **{k: v for k, v in value.items() if k not in _KAFKA_CONVERTED},
+        debezium=DebeziumSpec(**value.get("debezium", {})),
         topics=tuple(value.get("topics", ())),
         starting_offsets=starting,
         avro_schema=absolute(schema_file, base) if schema_file else None,

@@ -11,11 +11,13 @@ password_checks.py, columns.py (fields that are not columns of a declared schema
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from runner.errors import InvalidSpecError, SpecProblem
 from runner.spec.build import build
 from runner.spec.columns import column_problems
+from runner.spec.debezium import finished, imply_settings
 from runner.spec.located import Located, locate
 from runner.spec.model import PipelineSpec
 from runner.spec.password_checks import password_problems
@@ -25,7 +27,10 @@ from runner.spec.semantic import semantic_problems, transform_problems
 
 
 def check_spec_file(
-    path: str | Path, resolve_paths: bool = True, parse_transform: bool = True
+    path: str | Path,
+    resolve_paths: bool = True,
+    parse_transform: bool = True,
+    record_key: Sequence[str] | None = None,
 ) -> tuple[PipelineSpec | None, list[SpecProblem]]:
     """Validate one spec file; returns the model (None when invalid) and every problem.
 
@@ -33,7 +38,8 @@ def check_spec_file(
     environment (an unset one is a problem); without, paths keep them as written. Without
     parse_transform, transform.sql is not read here: a run has Spark's parser refuse
     anything but a query before it runs (runner/sources/plan.py), which spares it importing
-    sqlglot (about 0.3 s of every run's start).
+    sqlglot (about 0.3 s of every run's start). `record_key` fills the key a target fed by
+    Debezium events leaves open (runner/spec/debezium.py).
     """
     file = Path(path)
     shown = str(path)
@@ -47,12 +53,15 @@ def check_spec_file(
     if not isinstance(doc.data, dict):
         return None, [SpecProblem(shown, 1, 1, "", "the spec must be a mapping of keys to values")]
     problems += schema_problems(doc, shown)
+    open_key = False
     if not problems:
+        open_key = imply_settings(doc.data, record_key)
         problems += _rule_problems(doc, shown, resolve_paths, parse_transform)
     if problems:
         return None, sorted(problems, key=lambda p: (p.line, p.column))
     data = with_paths_resolved(doc.data) if resolve_paths else doc.data
-    return build(data, file.resolve()), []
+    spec = build(data, file.resolve())
+    return finished(spec, open_key), []
 
 
 def _rule_problems(
@@ -70,10 +79,13 @@ def _rule_problems(
 
 
 def load_spec(
-    path: str | Path, resolve_paths: bool = True, parse_transform: bool = True
+    path: str | Path,
+    resolve_paths: bool = True,
+    parse_transform: bool = True,
+    record_key: Sequence[str] | None = None,
 ) -> PipelineSpec:
     """Load and validate a spec file, or raise InvalidSpecError listing every problem."""
-    spec, problems = check_spec_file(path, resolve_paths, parse_transform)
+    spec, problems = check_spec_file(path, resolve_paths, parse_transform, record_key)
     if problems:
         raise InvalidSpecError(problems)
     assert spec is not None

@@ -28,7 +28,8 @@ OnBadFile = Literal["fail", "skip"]
 OnBadRecord = RowAction
 IncrementalMode = Literal["new_files", "since_last", "column"]
 DeletesMode = Literal["propagate", "ignore"]
-ValueFormat = Literal["json", "avro", "raw"]  # how a Kafka record's value is decoded
+ValueFormat = Literal["json", "avro", "raw", "debezium"]  # how a Kafka record's value is decoded
+OnTruncate = Literal["fail", "skip"]  # a Debezium truncate event
 OnDataLoss = Literal["fail", "skip"]
 ExpansionPolicy = Literal["multiple_rehash", "overwrite", "split", "none"]
 RestartPolicy = Literal["Never", "OnFailure", "Always"]
@@ -66,6 +67,13 @@ class JdbcSpec:
 
 
 @dataclass(frozen=True)
+class DebeziumSpec:
+    """value_format debezium: what is done with events that are not a row's change."""
+
+    on_truncate: OnTruncate = "fail"
+
+
+@dataclass(frozen=True)
 class KafkaSpec:
     """A Kafka source's settings: where the records are, how their values decode, and how
     much one run reads."""
@@ -81,6 +89,7 @@ class KafkaSpec:
     max_records_per_run: int | None = None
     on_data_loss: OnDataLoss = "fail"  # offsets removed by retention since the last run
     options: Mapping[str, str] = field(default_factory=dict)  # Kafka consumer settings
+    debezium: DebeziumSpec = field(default_factory=DebeziumSpec)
 
 
 @dataclass(frozen=True)
@@ -244,6 +253,10 @@ class Target:
     merger: MergerSpec | None = None  # merge_mode custom
     delete_marker: str | None = None
     cdc: CdcSpec | None = None  # the batch is a change feed
+    # fed by Debezium events: their metadata and Kafka's columns are not stored, and the
+    # record key may be the message key's fields, not known yet (runner/spec/debezium.py)
+    fed_by_debezium: bool = False
+    key_from_message: bool = False
     scd: ScdSpec = field(default_factory=ScdSpec)  # with cdc: the history kept
     filter_dupes: bool = False
     bulk_insert_sort: BulkInsertSort = "none"  # by_key: buckets shuffled, written in sorted groups

@@ -12,6 +12,7 @@ from typing import Any
 from runner.errors import SpecProblem
 from runner.hudi.merge_names import from_properties
 from runner.spec.columns import named_columns
+from runner.spec.debezium import OPEN_KEY, debezium_sources
 from runner.spec.derived import FILE_FORMATS, TEXT_FORMATS, merge_settings, model_default
 from runner.spec.keygen_settings import field_list, resolve_key_generator
 from runner.spec.located import Located, Path_, Problems, strings_with_paths
@@ -34,6 +35,7 @@ def semantic_problems(doc: Located, file: str) -> list[SpecProblem]:
     if "delete_marker" in target and operation != "upsert":
         problem(("target", "delete_marker"), f"applies to operation upsert, not {operation}")
     _check_change_feed(target, operation, merge_mode, problem)
+    _check_debezium_target(data, operation, problem)
     if target.get("filter_dupes") and operation != "insert":
         problem(("target", "filter_dupes"), f"applies to operation insert, not {operation}")
     if target.get("bulk_insert_sort", "none") != "none" and operation != "bulk_insert":
@@ -149,6 +151,8 @@ def _kafka_problem(src: dict[str, Any]) -> tuple[Path_, str] | None:
         return ("path",), "a kafka source has no path; give kafka.topics or kafka.topic_pattern"
     if ("topics" in kafka) == ("topic_pattern" in kafka):
         return ("kafka",), "give exactly one of topics and topic_pattern"
+    if value_format == "debezium":
+        return _debezium_problem(src)
     if value_format == "json" and "schema" not in src:
         return ("schema",), (
             "a kafka source with value_format json needs the schema of its values (Spark "
@@ -179,6 +183,44 @@ def _kafka_problem(src: dict[str, Any]) -> tuple[Path_, str] | None:
     ):
         return ("incremental",), "a kafka source takes {since: last}: the offsets last read"
     return None
+
+
+def _debezium_problem(src: dict[str, Any]) -> tuple[Path_, str] | None:
+    """A Debezium source's settings that do not go together."""
+    kafka, incremental = src["kafka"], src.get("incremental")
+    if "avro_schema" in kafka:
+        return ("kafka", "avro_schema"), (
+            "value_format debezium reads Avro through schema_registry_url (the envelope's "
+            "schema changes with the table); drop avro_schema"
+        )
+    if incremental is not None and (
+        not isinstance(incremental, dict) or set(incremental) != {"since"}
+    ):
+        return ("incremental",), "a kafka source takes {since: last}: the offsets last read"
+    return None
+
+
+def _check_debezium_target(data: dict[str, Any], operation: str, problem: Problems) -> None:
+    """A target fed by Debezium events applies them as a change feed, keyed by the message
+    key unless it names its own record key."""
+    if not debezium_sources(data):
+        return
+    target = data["target"]
+    if operation != "upsert":
+        problem(
+            ("target", "operation"),
+            f"a Debezium source's events are applied as a change feed, with upsert, not "
+            f"{operation}: drop target.operation",
+        )
+    if (
+        field_list(target.get("record_key")) == field_list(OPEN_KEY)
+        and "hash_fields" in (target["index"])
+    ):
+        problem(
+            ("target", "index", "hash_fields"),
+            "names record key fields, and target.record_key is left to the message key: "
+            "name the record key too (target.record_key), or drop hash_fields",
+        )
 
 
 def _check_keys(target: dict[str, Any], problem: Problems) -> None:

@@ -74,6 +74,9 @@ MODEL_DEFAULTS: dict[str, Any] = {
     "$defs/kafka/properties/value_format": _default(m.KafkaSpec, "value_format"),
     "$defs/kafka/properties/starting_offsets": _default(m.KafkaSpec, "starting_offsets"),
     "$defs/kafka/properties/on_data_loss": _default(m.KafkaSpec, "on_data_loss"),
+    "$defs/kafka/properties/debezium/properties/on_truncate": _default(
+        m.DebeziumSpec, "on_truncate"
+    ),
     "$defs/cdc/properties/delete_values": list(_default(m.CdcSpec, "delete_values")),
     "$defs/cdc/properties/ignore_null_updates": _default(m.CdcSpec, "ignore_null_updates"),
     "$defs/cdc/properties/tombstone_hours": _default(m.CdcSpec, "tombstone_hours"),

@@ -46,9 +46,14 @@ class Kafka(SourceKind):
         return plan_kafka(spark, plan)
 
     def read(self, spark: SparkSession, plan: SourcePlan) -> DataFrame:
+        records = read_kafka(spark, plan)
+        if _settings(plan.source).value_format == "debezium":
+            from runner.sources.debezium_values import decode_debezium
+
+            return decode_debezium(records, plan.source)
         from runner.sources.kafka_values import decode_values
 
-        return decode_values(read_kafka(spark, plan), plan.source)
+        return decode_values(records, plan.source)
 
     def first_read(self, source: Source) -> str:
         starting = _settings(source).starting_offsets
@@ -71,7 +76,8 @@ class Kafka(SourceKind):
     def jars(self, source: Source, under_spark_submit: bool) -> list[str]:
         needed_by = where(source)
         jars = kafka().jars(needed_by, under_spark_submit)
-        if _settings(source).value_format == "avro":
+        settings = _settings(source)
+        if settings.value_format == "avro" or settings.schema_registry_url:
             jars += avro().jars(needed_by, under_spark_submit)
         return jars
 

@@ -1,0 +1,267 @@
+"""Debezium change events (kafka.value_format debezium) as the source's view: one row per
+event, the row's columns, then the event's metadata (runner/spec/debezium.py names them),
+then Kafka's.
+
+An event is Kafka Connect's JsonConverter output of Debezium's envelope: `{"schema": ...,
+"payload": {"before", "after", "source", "op", "ts_ms"}}` with schemas enabled, the payload
+alone without. The row is `after` (c: create, r: snapshot read, u: update) or, for a delete
+(d), `before`, which holds at least the key. With schemas, the batch's distinct schemas
+give the columns and their types (runner/sources/debezium_types.py); a column a later
+schema adds is in the view, null in events written before it (schema_evolution decides
+what the table does with it). Without, the source's declared `schema:` gives them.
+
+The order is the database's log: `_debezium_position` is PostgreSQL's `source.lsn`, or
+MySQL's binlog file number, position and row (file * 10^25 + pos * 10^6 + row), so a key's
+events apply in the order the database made them, and an event delivered again (a connector
+restarted from an earlier offset) is older than, or as old as, what the table holds and
+changes nothing. Another connector is ordered by `source.ts_ms` (milliseconds: events of a
+key within one are applied in their Kafka order), and the run says so.
+
+A tombstone (no value: Kafka's compaction marker after a delete) is consumed. A truncate (t)
+stops the run unless kafka.debezium.on_truncate is skip. An event that does not parse, has
+another op, or has no row meets the source's on_bad_record with its topic, partition and
+offset.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from pyspark.errors import AnalysisException, ParseException
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    DateType,
+    DecimalType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from runner.errors import UserError
+from runner.sources.debezium_types import ColumnType, decimal_of, row_columns
+from runner.sources.kafka_values import KAFKA_NAMES, origin
+from runner.sources.text_records import (
+    CORRUPT,
+    MALFORMED_FILE,
+    permissive_options,
+    with_corrupt_column,
+)
+from runner.spec.debezium import CHANGED_AT, OP, POSITION, SOURCE
+from runner.spec.model import Source
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+log = structlog.get_logger(__name__)
+
+OPS = ("c", "r", "u", "d")
+ORDERED_BY_LOG = ("postgresql", "mysql")
+_WHOLE = DecimalType(38, 0)
+_EVENT = "__runner_debezium_event"
+
+
+@dataclass(frozen=True)
+class BatchFacts:
+    """What one pass over the batch's values tells before they are parsed."""
+
+    schemas: tuple[dict[str, Any], ...]  # the distinct envelope schemas, oldest first
+    connectors: frozenset[str]
+    truncate: tuple[str, int, int] | None  # the first truncate event's topic, partition, offset
+    truncates: int
+
+
+def decode_debezium(records: DataFrame, source: Source) -> DataFrame:
+    """The source's view of Debezium change events (see the module's docstring)."""
+    kafka = source.kafka
+    assert kafka is not None
+    events = records.where(F.col("value").isNotNull())  # tombstones: consumed
+    text = F.col("value").cast("string")
+    facts = batch_facts(events, text)
+    if facts.truncates:
+        events = _without_truncates(events, text, facts, source)
+    columns = _columns(facts, source)
+    _say_order(facts, source)
+    parsed = F.from_json(text, _envelope_type(columns), permissive_options())
+    frame = events.select(parsed.alias(_EVENT), text.alias("value"), *KAFKA_NAMES)
+    return event_rows(frame, columns)
+
+
+def batch_facts(events: DataFrame, text: Column) -> BatchFacts:
+    """The distinct schemas and connectors of the batch, and its truncates."""
+    op = F.coalesce(F.get_json_object(text, "$.payload.op"), F.get_json_object(text, "$.op"))
+    connector = F.coalesce(
+        F.get_json_object(text, "$.payload.source.connector"),
+        F.get_json_object(text, "$.source.connector"),
+    )
+    place = F.struct("_kafka_topic", "_kafka_partition", "_kafka_offset")
+    rows = (
+        events.select(
+            F.get_json_object(text, "$.schema").alias("schema"),
+            connector.alias("connector"),
+            op.alias("op"),
+            place.alias("place"),
+        )
+        .groupBy("schema", "connector")
+        .agg(
+            F.max("place._kafka_offset").alias("newest"),
+            F.min(F.when(F.col("op") == "t", F.col("place"))).alias("truncate"),
+            F.count(F.when(F.col("op") == "t", 1)).alias("truncates"),
+        )
+        .collect()
+    )
+    schemas: dict[str, int] = {}
+    for row in rows:
+        if row["schema"] is not None:
+            schemas[row["schema"]] = max(schemas.get(row["schema"], -1), row["newest"])
+    truncates = [r["truncate"] for r in rows if r["truncate"] is not None]
+    first = min(truncates, key=lambda p: (p[0], p[1], p[2])) if truncates else None
+    return BatchFacts(
+        schemas=tuple(json.loads(s) for s in sorted(schemas, key=lambda s: schemas[s])),
+        connectors=frozenset(r["connector"] for r in rows if r["connector"]),
+        truncate=(first[0], int(first[1]), int(first[2])) if first else None,
+        truncates=sum(int(r["truncates"]) for r in rows),
+    )
+
+
+def _without_truncates(
+    events: DataFrame, text: Column, facts: BatchFacts, source: Source
+) -> DataFrame:
+    """The events but the truncates, when the spec says to pass over them."""
+    assert source.kafka is not None and facts.truncate is not None
+    if source.kafka.debezium.on_truncate == "fail":
+        topic, partition, offset = facts.truncate
+        raise UserError(
+            f"source '{source.name}': a truncate of the database table (Debezium op t) at "
+            f"topic {topic}, partition {partition}, offset {offset}; the runner cannot tell "
+            "what it means for the table, so nothing was written and no offset moved. Set "
+            "kafka.debezium.on_truncate: skip to pass over truncates and keep the table's rows"
+        )
+    log.warning("debezium_truncates_skipped", source=source.name, events=facts.truncates)
+    op = F.coalesce(F.get_json_object(text, "$.payload.op"), F.get_json_object(text, "$.op"))
+    return events.where(op.isNull() | (op != "t"))
+
+
+def _columns(facts: BatchFacts, source: Source) -> list[ColumnType]:
+    """The row's columns: from the batch's schemas (newest last: its types win, and the
+    columns only older ones have stay at their place), or from the declared schema."""
+    where = f"source '{source.name}'"
+    if not facts.schemas:
+        return declared_columns(source)
+    merged: dict[str, ColumnType] = {}
+    for envelope in facts.schemas:
+        for column in row_columns(_row_schema(envelope, where), where):
+            merged[column.name] = column
+    return list(merged.values())
+
+
+def _row_schema(envelope: dict[str, Any], where: str) -> dict[str, Any]:
+    for field in envelope.get("fields", []):
+        if field.get("field") in ("after", "before") and field.get("type") == "struct":
+            return dict(field)
+    raise UserError(
+        f"{where}: a message's schema has no `after` struct: is the topic written by Debezium "
+        "(value_format debezium reads Debezium's change events)?"
+    )
+
+
+def declared_columns(source: Source) -> list[ColumnType]:
+    """The row's columns as the source's `schema:` declares them, for events without a
+    schema (JsonConverter schemas.enable=false): a date is Debezium's day number, a decimal
+    its base64 bytes (or its text, decimal.handling.mode string); the rest parse as
+    declared."""
+    if source.schema is None:
+        raise UserError(
+            f"source '{source.name}': the Debezium events carry no schema (Kafka Connect's "
+            "JsonConverter with schemas.enable=false), so their columns are unknown: declare "
+            'them in the source\'s schema (Spark DDL, e.g. "id int, name string"), or enable '
+            "schemas in the connector's value converter"
+        )
+    try:
+        declared = StructType.fromDDL(source.schema)
+    except (ParseException, AnalysisException) as exc:
+        raise UserError(f"source '{source.name}': schema is not valid DDL: {exc}") from None
+    assert isinstance(declared, StructType)
+    return [_declared(f) for f in declared.fields]
+
+
+def _declared(field: StructField) -> ColumnType:
+    kind = field.dataType
+    if isinstance(kind, DateType):
+        return ColumnType(field.name, IntegerType(), kind, F.date_from_unix_date)
+    if isinstance(kind, DecimalType):
+        return ColumnType(field.name, StringType(), kind, lambda c: decimal_of(c, kind))
+    return ColumnType(field.name, kind, kind, lambda c: c)
+
+
+def _envelope_type(columns: list[ColumnType]) -> StructType:
+    """The JSON of an event, with or without its schema beside the payload."""
+    row = StructType([StructField(c.name, c.parsed) for c in columns])
+    body = [
+        StructField("before", row),
+        StructField("after", row),
+        StructField("source", MapType(StringType(), StringType())),
+        StructField("op", StringType()),
+        StructField("ts_ms", LongType()),
+    ]
+    return with_corrupt_column(StructType([StructField("payload", StructType(body)), *body]))
+
+
+def event_rows(frame: DataFrame, columns: list[ColumnType]) -> DataFrame:
+    """Parsed events (_EVENT) as the view's rows, the malformed ones marked."""
+
+    def part(name: str) -> Column:
+        return F.coalesce(F.col(f"{_EVENT}.payload.{name}"), F.col(f"{_EVENT}.{name}"))
+
+    op, source = part("op"), part("source")
+    row = F.when(op == "d", part("before")).otherwise(part("after"))
+    bad = F.col(f"{_EVENT}.{CORRUPT}").isNotNull() | op.isNull() | ~op.isin(*OPS) | row.isNull()
+    return frame.select(
+        *[c.convert(row[c.name]).cast(c.stored).alias(c.name) for c in columns],
+        op.alias(OP),
+        position(source).alias(POSITION),
+        F.timestamp_millis(source["ts_ms"].cast("long")).alias(CHANGED_AT),
+        source.alias(SOURCE),
+        *KAFKA_NAMES,
+        F.when(bad, F.col("value")).alias(CORRUPT),
+        F.when(bad, origin()).alias(MALFORMED_FILE),
+    )
+
+
+def position(source: Column) -> Column:
+    """The event's place in the database's log, as one number (see the module's docstring)."""
+    connector = source["connector"]
+    binlog = F.regexp_extract(source["file"], r"(\d+)$", 1)
+    mysql = (
+        F.when(binlog == "", None).otherwise(binlog).cast(_WHOLE) * _power(25)
+        + source["pos"].cast(_WHOLE) * _power(6)
+        + F.coalesce(source["row"].cast(_WHOLE), F.lit(0).cast(_WHOLE))
+    )
+    return (
+        F.when(connector == "postgresql", source["lsn"].cast(_WHOLE))
+        .when(connector == "mysql", mysql)
+        .otherwise(source["ts_ms"].cast(_WHOLE))
+        .cast(_WHOLE)
+    )
+
+
+def _power(exponent: int) -> Column:
+    return F.lit("1" + "0" * exponent).cast(_WHOLE)
+
+
+def _say_order(facts: BatchFacts, source: Source) -> None:
+    """A connector whose log position the runner does not read is ordered by time: say so."""
+    for connector in sorted(facts.connectors - set(ORDERED_BY_LOG)):
+        log.warning(
+            "debezium_ordered_by_time",
+            source=source.name,
+            connector=connector,
+            reason="its events carry no log position the runner reads (PostgreSQL's lsn, "
+            "MySQL's binlog file and position): a key's events are ordered by source.ts_ms, "
+            "milliseconds, and within one by their Kafka order",
+        )
