@@ -153,11 +153,11 @@ def wire_type(field: Mapping[str, Any], where: str) -> DataType:
     raise UserError(f"{where}: a change event's field has the Connect type {kind!r}, unknown")
 
 
-def _unscaled(base64_text: Column) -> Column:
-    """The unscaled integer of a Connect Decimal (base64 of a big-endian two's complement),
-    as decimal(38,0): its bytes folded in, a negative one's through their complement so that
-    no step passes 38 digits."""
-    hexed = F.hex(F.unbase64(base64_text))
+def _unscaled(raw: Column) -> Column:
+    """The unscaled integer of a Connect Decimal (the bytes of a big-endian two's
+    complement), as decimal(38,0): its bytes folded in, a negative one's through their
+    complement so that no step passes 38 digits."""
+    hexed = F.hex(raw)
     negative = F.substr(hexed, F.lit(1), F.lit(1)).isin(*"89ABCDEF")
 
     def folded(flip: bool) -> Column:
@@ -188,12 +188,13 @@ def _scaled_text(unscaled: Column, scale: Column) -> Column:
 
 
 def _decimal(base64_text: Column, stored: DecimalType) -> Column:
-    return _scaled_text(_unscaled(base64_text), F.lit(stored.scale)).cast(stored)
+    return _scaled_text(_unscaled(F.unbase64(base64_text)), F.lit(stored.scale)).cast(stored)
 
 
-def _variable_decimal(value: Column) -> Column:
+def _variable_decimal(value: Column, base64: bool = True) -> Column:
     """io.debezium.data.VariableScaleDecimal: a scale and a Decimal's bytes, as text."""
-    return F.when(value.isNotNull(), _scaled_text(_unscaled(value["value"]), value["scale"]))
+    raw = F.unbase64(value["value"]) if base64 else value["value"]
+    return F.when(value.isNotNull(), _scaled_text(_unscaled(raw), value["scale"]))
 
 
 def _local_timestamp(count: Column, per_second: int) -> Column:
@@ -231,3 +232,46 @@ def decimal_of(text: Column, stored: DecimalType) -> Column:
     string), or else a Connect Decimal's base64 bytes at the declared scale (precise)."""
     number = text.rlike(r"^[-+]?[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$")
     return F.when(number, text.cast(stored)).otherwise(_decimal(text, stored))
+
+
+def avro_row_columns(row: Mapping[str, Any], decoded: StructType, where: str) -> list[ColumnType]:
+    """The columns of a Debezium row in Avro (Confluent's AvroConverter keeps a field's
+    Connect name in `connect.name`), from_avro having `decoded` them: a Decimal is a
+    decimal already and bytes are binary; dates, times and timestamps convert as from JSON."""
+    avro_fields = {str(f["name"]): _unwrapped(f["type"]) for f in row.get("fields", [])}
+    columns = []
+    for field in decoded.fields:
+        avro = avro_fields.get(field.name)
+        meaning = str(avro.get("connect.name", "")) if isinstance(avro, dict) else ""
+        if meaning == VARIABLE_DECIMAL:
+            columns.append(
+                ColumnType(field.name, field.dataType, StringType(), _variable_binary_decimal)
+            )
+        elif meaning in _CONVERTED and field.dataType.typeName() in ("integer", "long", "string"):
+            # (a Connect Date or Timestamp comes as Avro's own logical type: decoded already)
+            as_json = column_type({"field": field.name, "name": meaning}, where)
+            columns.append(ColumnType(field.name, field.dataType, as_json.stored, as_json.convert))
+        else:
+            columns.append(ColumnType(field.name, field.dataType, field.dataType, _same))
+    return columns
+
+
+_CONVERTED = (
+    *_DATES,
+    *_LOCAL_TIMESTAMPS,
+    *_TIMES,
+    "org.apache.kafka.connect.data.Timestamp",
+    "io.debezium.time.ZonedTimestamp",
+)
+
+
+def _variable_binary_decimal(value: Column) -> Column:
+    return _variable_decimal(value, base64=False)
+
+
+def _unwrapped(avro_type: Any) -> Any:
+    """An optional field's type without its null branch."""
+    if isinstance(avro_type, list):
+        branches = [t for t in avro_type if t != "null"]
+        return branches[0] if len(branches) == 1 else avro_type
+    return avro_type

@@ -44,7 +44,12 @@ from pyspark.sql.types import (
 )
 
 from runner.errors import UserError
-from runner.sources.debezium_types import ColumnType, decimal_of, row_columns
+from runner.sources.debezium_types import (
+    ColumnType,
+    avro_row_columns,
+    decimal_of,
+    row_columns,
+)
 from runner.sources.kafka_values import KAFKA_NAMES, origin
 from runner.sources.text_records import (
     CORRUPT,
@@ -76,25 +81,86 @@ class BatchFacts:
     truncates: int
 
 
+@dataclass(frozen=True)
+class Envelope:
+    """The parts of a decoded event (columns of a frame with _EVENT), and the value as the
+    quarantine keeps it."""
+
+    op: Column
+    before: Column
+    after: Column
+    source: Column  # map<string,string>
+    undecoded: Column  # true for a value that did not decode
+    raw: Column
+
+
 def decode_debezium(records: DataFrame, source: Source) -> DataFrame:
     """The source's view of Debezium change events (see the module's docstring)."""
     kafka = source.kafka
     assert kafka is not None
     events = records.where(F.col("value").isNotNull())  # tombstones: consumed
+    if kafka.schema_registry_url:
+        return _avro_events(events, source)
     text = F.col("value").cast("string")
     facts = batch_facts(events, text)
     if facts.truncates:
-        events = _without_truncates(events, text, facts, source)
+        events = _without_truncates(events, _json_op(text), facts, source)
     columns = _columns(facts, source)
     _say_order(facts, source)
     parsed = F.from_json(text, _envelope_type(columns), permissive_options())
-    frame = events.select(parsed.alias(_EVENT), text.alias("value"), *KAFKA_NAMES)
-    return event_rows(frame, columns)
+    frame = events.select(parsed.alias(_EVENT), "value", *KAFKA_NAMES)
+
+    def part(name: str) -> Column:
+        return F.coalesce(F.col(f"{_EVENT}.payload.{name}"), F.col(f"{_EVENT}.{name}"))
+
+    undecoded = F.col(f"{_EVENT}.{CORRUPT}").isNotNull()
+    parts = Envelope(part("op"), part("before"), part("after"), part("source"), undecoded, text)
+    return event_rows(frame, columns, parts)
+
+
+def _avro_events(events: DataFrame, source: Source) -> DataFrame:
+    """Events in Avro through a schema registry (Confluent's AvroConverter)."""
+    from runner.sources.kafka_values import registry_values
+
+    where = f"source '{source.name}'"
+    decoded, reader = registry_values(events, source)
+    frame = events.select(decoded.alias(_EVENT), "value", *KAFKA_NAMES)
+    event = F.col(_EVENT)
+    parts = Envelope(
+        event["op"],
+        event["before"],
+        event["after"],
+        F.from_json(F.to_json(event["source"]), "map<string,string>"),
+        event.isNull(),
+        F.base64("value"),
+    )
+    facts = _avro_facts(frame, parts)
+    if facts.truncates:
+        frame = _without_truncates(frame, parts.op, facts, source)
+    _say_order(facts, source)
+    row_type = frame.schema[_EVENT].dataType["after"].dataType  # type: ignore[index]
+    row_schema = _row_schema(_avro_as_connect(json.loads(reader)), where)
+    return event_rows(frame, avro_row_columns(row_schema, row_type, where), parts)
+
+
+def _avro_facts(frame: DataFrame, parts: Envelope) -> BatchFacts:
+    place = F.struct("_kafka_topic", "_kafka_partition", "_kafka_offset")
+    connector = parts.source["connector"].alias("connector")
+    rows = (
+        frame.select(connector, parts.op.alias("op"), place.alias("place"))
+        .groupBy("connector")
+        .agg(
+            F.min(F.when(F.col("op") == "t", F.col("place"))).alias("truncate"),
+            F.count(F.when(F.col("op") == "t", 1)).alias("truncates"),
+        )
+        .collect()
+    )
+    return _facts((), rows)
 
 
 def batch_facts(events: DataFrame, text: Column) -> BatchFacts:
     """The distinct schemas and connectors of the batch, and its truncates."""
-    op = F.coalesce(F.get_json_object(text, "$.payload.op"), F.get_json_object(text, "$.op"))
+    op = _json_op(text)
     connector = F.coalesce(
         F.get_json_object(text, "$.payload.source.connector"),
         F.get_json_object(text, "$.source.connector"),
@@ -119,10 +185,16 @@ def batch_facts(events: DataFrame, text: Column) -> BatchFacts:
     for row in rows:
         if row["schema"] is not None:
             schemas[row["schema"]] = max(schemas.get(row["schema"], -1), row["newest"])
+    newest_last = sorted(schemas, key=lambda s: schemas[s])
+    return _facts(tuple(json.loads(s) for s in newest_last), rows)
+
+
+def _facts(schemas: tuple[dict[str, Any], ...], rows: list[Any]) -> BatchFacts:
+    """The facts of the rows of a pass grouped by connector (and schema)."""
     truncates = [r["truncate"] for r in rows if r["truncate"] is not None]
     first = min(truncates, key=lambda p: (p[0], p[1], p[2])) if truncates else None
     return BatchFacts(
-        schemas=tuple(json.loads(s) for s in sorted(schemas, key=lambda s: schemas[s])),
+        schemas=schemas,
         connectors=frozenset(r["connector"] for r in rows if r["connector"]),
         truncate=(first[0], int(first[1]), int(first[2])) if first else None,
         truncates=sum(int(r["truncates"]) for r in rows),
@@ -130,7 +202,7 @@ def batch_facts(events: DataFrame, text: Column) -> BatchFacts:
 
 
 def _without_truncates(
-    events: DataFrame, text: Column, facts: BatchFacts, source: Source
+    events: DataFrame, op: Column, facts: BatchFacts, source: Source
 ) -> DataFrame:
     """The events but the truncates, when the spec says to pass over them."""
     assert source.kafka is not None and facts.truncate is not None
@@ -143,8 +215,11 @@ def _without_truncates(
             "kafka.debezium.on_truncate: skip to pass over truncates and keep the table's rows"
         )
     log.warning("debezium_truncates_skipped", source=source.name, events=facts.truncates)
-    op = F.coalesce(F.get_json_object(text, "$.payload.op"), F.get_json_object(text, "$.op"))
     return events.where(op.isNull() | (op != "t"))
+
+
+def _json_op(text: Column) -> Column:
+    return F.coalesce(F.get_json_object(text, "$.payload.op"), F.get_json_object(text, "$.op"))
 
 
 def _columns(facts: BatchFacts, source: Source) -> list[ColumnType]:
@@ -212,15 +287,11 @@ def _envelope_type(columns: list[ColumnType]) -> StructType:
     return with_corrupt_column(StructType([StructField("payload", StructType(body)), *body]))
 
 
-def event_rows(frame: DataFrame, columns: list[ColumnType]) -> DataFrame:
-    """Parsed events (_EVENT) as the view's rows, the malformed ones marked."""
-
-    def part(name: str) -> Column:
-        return F.coalesce(F.col(f"{_EVENT}.payload.{name}"), F.col(f"{_EVENT}.{name}"))
-
-    op, source = part("op"), part("source")
-    row = F.when(op == "d", part("before")).otherwise(part("after"))
-    bad = F.col(f"{_EVENT}.{CORRUPT}").isNotNull() | op.isNull() | ~op.isin(*OPS) | row.isNull()
+def event_rows(frame: DataFrame, columns: list[ColumnType], event: Envelope) -> DataFrame:
+    """Decoded events as the view's rows, the malformed ones marked."""
+    op, source = event.op, event.source
+    row = F.when(op == "d", event.before).otherwise(event.after)
+    bad = event.undecoded | op.isNull() | ~op.isin(*OPS) | row.isNull()
     return frame.select(
         *[c.convert(row[c.name]).cast(c.stored).alias(c.name) for c in columns],
         op.alias(OP),
@@ -228,7 +299,7 @@ def event_rows(frame: DataFrame, columns: list[ColumnType]) -> DataFrame:
         F.timestamp_millis(source["ts_ms"].cast("long")).alias(CHANGED_AT),
         source.alias(SOURCE),
         *KAFKA_NAMES,
-        F.when(bad, F.col("value")).alias(CORRUPT),
+        F.when(bad, event.raw).alias(CORRUPT),
         F.when(bad, origin()).alias(MALFORMED_FILE),
     )
 
@@ -244,7 +315,7 @@ def position(source: Column) -> Column:
     )
     return (
         F.when(connector == "postgresql", source["lsn"].cast(_WHOLE))
-        .when(connector == "mysql", mysql)
+        .when((connector == "mysql") | source["file"].isNotNull(), mysql)
         .otherwise(source["ts_ms"].cast(_WHOLE))
         .cast(_WHOLE)
     )
@@ -265,3 +336,15 @@ def _say_order(facts: BatchFacts, source: Source) -> None:
             "MySQL's binlog file and position): a key's events are ordered by source.ts_ms, "
             "milliseconds, and within one by their Kafka order",
         )
+
+
+def _avro_as_connect(envelope: dict[str, Any]) -> dict[str, Any]:
+    """An Avro envelope schema in the shape _row_schema reads: its row record (the record
+    branch of `before` or `after`, whichever defines it: the other names it) as a struct."""
+    for field in envelope.get("fields", []):
+        if field.get("name") in ("before", "after"):
+            branches = field["type"] if isinstance(field["type"], list) else [field["type"]]
+            for branch in branches:
+                if isinstance(branch, dict) and branch.get("type") == "record":
+                    return {"fields": [{**branch, "field": "after", "type": "struct"}]}
+    return {"fields": []}

@@ -84,11 +84,19 @@ def _avro(records: DataFrame, schema_json: str) -> DataFrame:
 
 
 def _registry_avro(records: DataFrame, source: Source) -> DataFrame:
-    """Values framed as Confluent's serializers write them: a zero byte, the writer schema's
-    id (4 bytes, big-endian), then the Avro binary. Each id's schema is fetched once; every
-    value is read into the newest schema among them (Avro's schema resolution), so values
-    written before a compatible schema change still decode. Finding the batch's ids costs
-    one more read of its records (their first five bytes are what is kept)."""
+    decoded, _ = registry_values(records, source)
+    # an unframed value, or one whose id the registry does not know, stays null: malformed
+    return _expanded(records, decoded, F.col("value"))
+
+
+def registry_values(records: DataFrame, source: Source) -> tuple[Column, str]:
+    """The values framed as Confluent's serializers write them (a zero byte, the writer
+    schema's id in 4 bytes, big-endian, then the Avro binary) decoded, and the schema they
+    are read into. Each id's schema is fetched once; every value is read into the newest
+    schema among them (Avro's schema resolution), so values written before a compatible
+    schema change still decode. Finding the batch's ids costs one more read of its records
+    (their first five bytes are what is kept). A value not framed so, or whose id the
+    registry does not know, decodes to null."""
     from pyspark.sql.avro.functions import from_avro
 
     kafka = source.kafka
@@ -107,8 +115,7 @@ def _registry_avro(records: DataFrame, source: Source) -> DataFrame:
     decoded = F.when(schema_id == ids_known[0], from_avro(body, writers[ids_known[0]], options))
     for i in ids_known[1:]:
         decoded = decoded.when(schema_id == i, from_avro(body, writers[i], options))
-    # an unframed value, or one whose id the registry does not know, stays null: malformed
-    return _expanded(records, decoded, F.col("value"))
+    return decoded, reader
 
 
 def _expanded(records: DataFrame, decoded: Column, raw: Column) -> DataFrame:
