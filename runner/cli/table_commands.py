@@ -111,12 +111,13 @@ def plan(options: ExpandOptions) -> None:
 
 def _expand(options: ExpandOptions) -> None:
     from runner.actions.expand import ExpansionRequest, expand_table
+    from runner.pipeline.open_key import keyed_spec
     from runner.spec import load_spec
 
     request = ExpansionRequest(
         options.buckets, options.policy, options.partitions, options.dry_run, options.split
     )
-    pipeline = load_spec(options.spec)
+    pipeline = keyed_spec(load_spec(options.spec))
 
     def work() -> tuple[ExpansionPlan, ExpandSummary | None]:
         return expand_table(pipeline, request, console_progress=sys.stderr.isatty())
@@ -166,9 +167,10 @@ def _act(
 ) -> None:
     """A table action's command: `action` on the spec's table, recorded with its result's
     figures unless it is a dry run; its result printed as text, or JSON with `as_json`."""
+    from runner.pipeline.open_key import keyed_spec
     from runner.spec import load_spec
 
-    pipeline = load_spec(spec)
+    pipeline = keyed_spec(load_spec(spec))
     done = _observed(pipeline, kind, lambda: action(pipeline), lambda d: d.record(), dry_run)
     click.echo(
         json.dumps(scrub_values(done.to_dict()), indent=2) if as_json else scrub(done.render())

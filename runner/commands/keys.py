@@ -22,6 +22,7 @@ from runner.hudi import properties as hudi_props
 from runner.index.layout import BUCKETS, BucketLayout
 from runner.jvm.session import spark_session
 from runner.pipeline.key_columns import KEY_ERROR, add_key_columns
+from runner.pipeline.open_key import keyed_spec
 from runner.spec import load_spec
 from runner.spec.keygen_settings import field_list, resolve_key_generator
 from runner.spec.model import IndexSpec, SparkSettings, Target
@@ -46,7 +47,7 @@ def key_lines(
     properties and no count anywhere, the bucket is null."""
     layout: BucketLayout | None
     if spec:
-        pipeline = load_spec(spec)
+        pipeline = keyed_spec(load_spec(spec))
         target, settings, name = pipeline.target, pipeline.spark, pipeline.name
         layout = BucketLayout(buckets) if buckets else table_layout(target)
     else:

@@ -29,6 +29,7 @@ from runner.pipeline.value_fit import cast_to_table
 from runner.sources.kinds import kind_of
 from runner.sources.model import SourcePlan
 from runner.sources.plan import read_input
+from runner.spec.debezium import OP, POSITION
 from runner.spec.model import PipelineSpec, Target
 from runner.storage.meta_columns import (
     COMMIT_TIMESTAMP,
@@ -148,6 +149,15 @@ def check_operation_fields(schema: StructType, target: Target, where: str) -> No
     check_fields(schema, target.record_key, "record key", where)
     check_fields(schema, target.key_generator.partition_fields, "partition", where)
     check_fields(schema, target.index.hash_fields, "index hash", where)
+    if target.fed_by_debezium and target.cdc:
+        feed = (target.cdc.sequence_by, target.cdc.operation_column)
+        lost = [c for c in (POSITION, OP) if c in feed and c not in names]
+        if lost:
+            raise UserError(
+                f"{' and '.join(lost)} of the Debezium events are not among {where}: keep them "
+                f"in the transform's SELECT (SELECT *, or name them): they order the events "
+                "and tell deletes"
+            )
     if target.precombine_field and target.operation != "delete":
         role = "cdc.sequence_by" if target.cdc else "precombine"
         if target.precombine_field not in names:

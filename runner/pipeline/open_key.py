@@ -13,6 +13,7 @@ from runner.errors import UserError
 from runner.pipeline.context import RunContext
 from runner.sources.message_key import stored_record_key, topic_key_fields
 from runner.spec.loader import load_spec
+from runner.spec.model import PipelineSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -29,6 +30,21 @@ def with_stored_key(ctx: RunContext) -> RunContext:
         return ctx
     fields = stored_record_key(ctx.target.path)
     return ctx if fields is None else _keyed(ctx, fields, "the table's")
+
+
+def keyed_spec(spec: PipelineSpec) -> PipelineSpec:
+    """The spec with its table's record key, when it leaves the key to the message key: for
+    the commands that work on the table a run created (compact, expand, keys...)."""
+    if not spec.target.key_from_message:
+        return spec
+    fields = stored_record_key(spec.target.path)
+    if fields is None:
+        raise UserError(
+            f"{spec.file}: the record key is left to the Debezium message key, and there is no "
+            f"table at {spec.target.path} yet to tell its fields: run the pipeline first, or "
+            "name them in target.record_key"
+        )
+    return load_spec(spec.file, parse_transform=False, record_key=fields)
 
 
 def with_topic_key(

@@ -18,14 +18,17 @@ changes nothing. Another connector is ordered by `source.ts_ms` (milliseconds: e
 key within one are applied in their Kafka order), and the run says so.
 
 A tombstone (no value: Kafka's compaction marker after a delete) is consumed. A truncate (t)
-stops the run unless kafka.debezium.on_truncate is skip. An event that does not parse, has
-another op, or has no row meets the source's on_bad_record with its topic, partition and
-offset.
+stops the run unless kafka.debezium.on_truncate is skip. So does an event holding Debezium's
+placeholder for a value PostgreSQL did not send (an unchanged TOASTed value of an update,
+without REPLICA IDENTITY FULL): storing it would overwrite the value the table holds. An
+event that does not parse, has another op, or has no row meets the source's on_bad_record
+with its topic, partition and offset.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +69,10 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 OPS = ("c", "r", "u", "d")
+# what Debezium's PostgreSQL connector sends for a value it does not have (its default
+# unavailable.value.placeholder)
+UNAVAILABLE = "__debezium_unavailable_value"
+_UNAVAILABLE_BYTES = "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ"  # base64, without its padding
 ORDERED_BY_LOG = ("postgresql", "mysql")
 _WHOLE = DecimalType(38, 0)
 _EVENT = "__runner_debezium_event"
@@ -79,6 +86,7 @@ class BatchFacts:
     connectors: frozenset[str]
     truncate: tuple[str, int, int] | None  # the first truncate event's topic, partition, offset
     truncates: int
+    unavailable: tuple[str, int, int] | None  # the first event holding UNAVAILABLE
 
 
 @dataclass(frozen=True)
@@ -103,6 +111,7 @@ def decode_debezium(records: DataFrame, source: Source) -> DataFrame:
         return _avro_events(events, source)
     text = F.col("value").cast("string")
     facts = batch_facts(events, text)
+    _refuse_unavailable(facts, source)
     if facts.truncates:
         events = _without_truncates(events, _json_op(text), facts, source)
     columns = _columns(facts, source)
@@ -135,6 +144,7 @@ def _avro_events(events: DataFrame, source: Source) -> DataFrame:
         F.base64("value"),
     )
     facts = _avro_facts(frame, parts)
+    _refuse_unavailable(facts, source)
     if facts.truncates:
         frame = _without_truncates(frame, parts.op, facts, source)
     _say_order(facts, source)
@@ -147,12 +157,14 @@ def _avro_facts(frame: DataFrame, parts: Envelope) -> BatchFacts:
     place = F.struct("_kafka_topic", "_kafka_partition", "_kafka_offset")
     connector = parts.source["connector"].alias("connector")
     rows = (
-        frame.select(connector, parts.op.alias("op"), place.alias("place"))
-        .groupBy("connector")
-        .agg(
-            F.min(F.when(F.col("op") == "t", F.col("place"))).alias("truncate"),
-            F.count(F.when(F.col("op") == "t", 1)).alias("truncates"),
+        frame.select(
+            connector,
+            parts.op.alias("op"),
+            place.alias("place"),
+            _unavailable(F.col("value").cast("string")),
         )
+        .groupBy("connector")
+        .agg(*_tallies())
         .collect()
     )
     return _facts((), rows)
@@ -172,13 +184,10 @@ def batch_facts(events: DataFrame, text: Column) -> BatchFacts:
             connector.alias("connector"),
             op.alias("op"),
             place.alias("place"),
+            _unavailable(text),
         )
         .groupBy("schema", "connector")
-        .agg(
-            F.max("place._kafka_offset").alias("newest"),
-            F.min(F.when(F.col("op") == "t", F.col("place"))).alias("truncate"),
-            F.count(F.when(F.col("op") == "t", 1)).alias("truncates"),
-        )
+        .agg(F.max("place._kafka_offset").alias("newest"), *_tallies())
         .collect()
     )
     schemas: dict[str, int] = {}
@@ -189,15 +198,52 @@ def batch_facts(events: DataFrame, text: Column) -> BatchFacts:
     return _facts(tuple(json.loads(s) for s in newest_last), rows)
 
 
+def _unavailable(text: Column) -> Column:
+    """The placeholder as text, or as the base64 of a bytea column's bytes."""
+    return (text.contains(UNAVAILABLE) | text.contains(_UNAVAILABLE_BYTES)).alias("unavailable")
+
+
+def _tallies() -> list[Column]:
+    """Per group: the first truncate, the truncates, the first event holding Debezium's
+    placeholder of a value PostgreSQL did not send."""
+    place, truncate = F.col("place"), F.col("op") == "t"
+    return [
+        F.min(F.when(truncate, place)).alias("truncate"),
+        F.count(F.when(truncate, 1)).alias("truncates"),
+        F.min(F.when(F.col("unavailable"), place)).alias("unavailable"),
+    ]
+
+
 def _facts(schemas: tuple[dict[str, Any], ...], rows: list[Any]) -> BatchFacts:
     """The facts of the rows of a pass grouped by connector (and schema)."""
-    truncates = [r["truncate"] for r in rows if r["truncate"] is not None]
-    first = min(truncates, key=lambda p: (p[0], p[1], p[2])) if truncates else None
     return BatchFacts(
         schemas=schemas,
         connectors=frozenset(r["connector"] for r in rows if r["connector"]),
-        truncate=(first[0], int(first[1]), int(first[2])) if first else None,
+        truncate=_first(r["truncate"] for r in rows),
         truncates=sum(int(r["truncates"]) for r in rows),
+        unavailable=_first(r["unavailable"] for r in rows),
+    )
+
+
+def _first(places: Iterable[Any]) -> tuple[str, int, int] | None:
+    found = sorted((p[0], int(p[1]), int(p[2])) for p in places if p is not None)
+    return found[0] if found else None
+
+
+def _refuse_unavailable(facts: BatchFacts, source: Source) -> None:
+    """An update that lacks a column's value (PostgreSQL sends an unchanged TOASTed value,
+    a large text, bytea or jsonb, only with REPLICA IDENTITY FULL) would store Debezium's
+    placeholder over the value the table holds."""
+    if facts.unavailable is None:
+        return
+    topic, partition, offset = facts.unavailable
+    raise UserError(
+        f"source '{source.name}': the event at topic {topic}, partition {partition}, offset "
+        f"{offset} holds {UNAVAILABLE} for a value PostgreSQL did not send (an unchanged large "
+        "text, bytea or jsonb value: the table's REPLICA IDENTITY is not FULL); storing it "
+        "would replace the value the table holds, so nothing was written and no offset moved. "
+        "Run ALTER TABLE ... REPLICA IDENTITY FULL on the database table; the events already "
+        "in the topic can be passed over with --checkpoint (docs/cdc-database.md)"
     )
 
 

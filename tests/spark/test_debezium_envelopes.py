@@ -79,7 +79,7 @@ def test_postgres_events_with_schemas_become_rows_of_delta_types(spark):
 
 def test_events_without_schemas_take_the_declared_columns(spark):
     records = _recorded(spark, "postgres/plain-schemaless.json")
-    with pytest.raises(UserError, match="carry no schema .* declare them in the source's schema"):
+    with pytest.raises(UserError, match=r"carry no schema .* declare them in the source's schema"):
         _view(spark, records)
     rows = _view(spark, records, schema="id int, amount decimal(10,2), day date, feel string")
     assert [(r["_debezium_op"], r["id"]) for r in rows] == [("c", 1), ("u", 1), ("d", 1)]
@@ -112,6 +112,10 @@ def test_a_truncate_stops_the_batch_unless_skipped_and_a_bad_event_is_malformed(
         _view(spark, _records(spark, values))
     skipped = _view(spark, _records(spark, values), debezium=DebeziumSpec(on_truncate="skip"))
     assert [r["_kafka_offset"] for r in skipped] == [0, 1, 3, 4, 6, 8, 9]
+    toasted = json.loads((DATA / "postgres/orders.json").read_text())[3]["value"]
+    toasted["payload"]["after"]["doc"] = "__debezium_unavailable_value"
+    with pytest.raises(UserError, match=r"offset 0 holds __debezium_unavailable_value .* REPLICA"):
+        _view(spark, _records(spark, [json.dumps(toasted).encode()]))
     bad = _view(
         spark, _records(spark, [*_with_op("postgres/orders.json", 0, "x")[:1], b"{not json"])
     )
