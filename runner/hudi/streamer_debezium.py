@@ -92,6 +92,11 @@ def fed_by_debezium(job: Job) -> bool:
 def debezium_merge(job: Job) -> None:
     """Hudi's ordering and merge settings of a Debezium table: the change feed the runner
     applies instead (IMPLIED), noted setting by setting."""
+    if job.flags.get("--filter-dupes") == "true":
+        raise UserError(
+            "--filter-dupes with a Debezium source: HoodieStreamer refuses it with --op UPSERT "
+            "(updates would be missed), and a Debezium topic is applied with upsert; leave it out"
+        )
     ordering = job.setting(["--source-ordering-fields", "--source-ordering-field"], *ORDERING_PROPS)
     if ordering:
         fields = [f.strip() for f in ordering[1].split(",") if f.strip()]

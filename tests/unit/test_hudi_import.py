@@ -626,6 +626,7 @@ def test_a_debezium_jobs_time_ordering_and_other_payloads_are_listed_as_not_impo
         ({**REGISTRY, "hoodie.deltastreamer.source.kafka.value.deserializer.class": "my.Deser"},
          [], "=my.Deser: the runner reads a Debezium topic's values as Avro"),
         (REGISTRY, ["--op", "INSERT"], "--op INSERT: a Debezium source's events are applied"),
+        (REGISTRY, ["--filter-dupes"], "--filter-dupes with a Debezium source"),
         ({**REGISTRY, "hoodie.streamer.transformer.sql":
           "SELECT *, _event_lsn AS lsn FROM <SRC> WHERE _change_operation_type <> 'r'"},
          ["--transformer-class", "org.apache.hudi.utilities.transform.SqlQueryBasedTransformer"],
