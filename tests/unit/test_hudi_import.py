@@ -575,7 +575,9 @@ def test_a_postgres_debezium_job_becomes_a_debezium_source_whose_target_is_a_cha
     assert "Confluent's wire format itself" in text  # the deserializer
 
 
-def test_a_mysql_debezium_job_leaves_the_record_key_to_the_message_key():
+def test_a_mysql_debezium_job_leaves_the_record_key_to_the_message_key(tmp_path):
+    from runner.spec import load_spec
+
     imported = _kafka(
         "debezium.MysqlDebeziumSource",
         {
@@ -599,6 +601,9 @@ def test_a_mysql_debezium_job_leaves_the_record_key_to_the_message_key():
     delete = "hoodie.record.merge.property.hoodie.payload.delete."
     assert "d deletes" in mapped[f"{delete}field"] and "d deletes" in mapped[f"{delete}marker"]
     assert "REPLICA IDENTITY" not in " ".join(mapped.values())  # MySQL has no TOAST
+    (tmp_path / "spec.yaml").write_text(imported.to_yaml("job.properties"))
+    spec = load_spec(str(tmp_path / "spec.yaml"), resolve_paths=False)
+    assert spec.target.key_from_message and spec.target.cdc is not None
 
 
 def test_a_debezium_jobs_time_ordering_and_other_payloads_are_listed_as_not_imported():
