@@ -68,16 +68,11 @@ _MERGE_PROPS = (
     "hoodie.write.record.merge.mode",
     "hoodie.record.merge.mode",
 )
-_TOAST_PROPS = (
-    "hoodie.write.partial.update.mode",
-    "hoodie.table.partial.update.mode",
-    "hoodie.write.partial.update.custom.marker",
-    "hoodie.record.merge.property.hoodie.write.partial.update.custom.marker",
-)
-_DELETE_PROPS = (
-    ("hoodie.payload.delete.field", "hoodie.record.merge.property.hoodie.payload.delete.field"),
-    ("hoodie.payload.delete.marker", "hoodie.record.merge.property.hoodie.payload.delete.marker"),
-)
+_PARTIAL_PROPS = ("hoodie.write.partial.update.mode", "hoodie.table.partial.update.mode")
+_PROPERTY = "hoodie.record.merge.property."  # Hudi 1.1 keeps merge properties under it
+_MARKER = "hoodie.write.partial.update.custom.marker"
+# Hudi 1.1's delete marker of a Debezium table: the property, and its value there.
+_DELETE_PROPS = (("hoodie.payload.delete.field", HUDI_OP), ("hoodie.payload.delete.marker", "d"))
 _TOAST_WHY = (
     f"the runner stores a column sent as {TOASTED} (PostgreSQL's unchanged TOASTed value "
     "under REPLICA IDENTITY DEFAULT) as sent, where Hudi keeps the stored value: set REPLICA "
@@ -119,11 +114,15 @@ def debezium_merge(job: Job) -> None:
             job.out.mapped.append((payload[0], f"{_PAYLOAD}; but {_TOAST_WHY}"))
         else:
             job.out.mapped.append((payload[0], _PAYLOAD))
-    for name in _TOAST_PROPS:
-        job.skip(job.prop(name), _TOAST_WHY)
-    for names in _DELETE_PROPS:
-        found = job.prop(*names)
-        if found and found[1] in (HUDI_OP, "d"):
+    partial = job.prop(*_PARTIAL_PROPS)
+    if partial and partial[1].upper() != "IGNORE_MARKERS":
+        job.out.skipped.append((partial[0], "a Debezium topic's events are whole rows"))
+    else:
+        job.skip(partial, _TOAST_WHY)
+    job.skip(job.prop(_MARKER, f"{_PROPERTY}{_MARKER}"), _TOAST_WHY)
+    for name, hudis in _DELETE_PROPS:
+        found = job.prop(name, f"{_PROPERTY}{name}")
+        if found and found[1] == hudis:
             job.out.mapped.append((found[0], "target.cdc: _debezium_op d deletes (implied)"))
         else:
             job.skip(found, "a Debezium topic's deletes are its d events (_debezium_op)")

@@ -607,9 +607,15 @@ def test_a_mysql_debezium_job_leaves_the_record_key_to_the_message_key(tmp_path)
 
 
 def test_a_debezium_jobs_time_ordering_and_other_payloads_are_listed_as_not_imported():
+    marker = "hoodie.record.merge.property.hoodie.write.partial.update.custom.marker"
     imported = _kafka(
         "debezium.PostgresDebeziumSource",
-        {**REGISTRY, "hoodie.write.partial.update.mode": "IGNORE_MARKERS"},
+        {
+            **REGISTRY,
+            "hoodie.write.partial.update.mode": "IGNORE_MARKERS",
+            marker: "__debezium_unavailable_value",
+            "hoodie.payload.delete.field": "deleted",
+        },
         "--source-ordering-field", "_event_origin_ts_ms",
         "--payload-class", f"{PAYLOAD}OverwriteWithLatestAvroPayload",
     )  # fmt: skip
@@ -617,6 +623,13 @@ def test_a_debezium_jobs_time_ordering_and_other_payloads_are_listed_as_not_impo
     assert skipped["--source-ordering-field"].endswith("not by _event_origin_ts_ms")
     assert skipped["--payload-class"].endswith("and d events delete")
     assert "__debezium_unavailable_value" in skipped["hoodie.write.partial.update.mode"]
+    assert "REPLICA IDENTITY FULL" in skipped[marker]
+    assert skipped["hoodie.payload.delete.field"].endswith("its d events (_debezium_op)")
+    whole = _kafka(
+        "debezium.PostgresDebeziumSource",
+        {**REGISTRY, "hoodie.table.partial.update.mode": "NONE"},
+    )
+    assert dict(whole.skipped)["hoodie.table.partial.update.mode"].endswith("are whole rows")
     assert "cdc" not in imported.spec["target"]  # implied by the loader, not written
 
 
