@@ -25,6 +25,7 @@ from typing import Any
 from runner.errors import UserError
 from runner.hudi import properties as hudi_props
 from runner.hudi.merge_names import ORDERING_PROPS, Lookup, merge_mode, ordering_field
+from runner.hudi.streamer_debezium import check_transform_sql, debezium_merge, fed_by_debezium
 from runner.hudi.streamer_job import Imported, Job
 from runner.hudi.streamer_kafka import KAFKA_SOURCES, kafka_source
 from runner.hudi.streamer_sources import DEFAULT_SOURCE, SOURCE_FORMATS, SOURCE_NAME, dfs_source
@@ -163,6 +164,8 @@ def import_streamer(
     spec["sources"] = [_source(job)]
     if transformers:
         sql_prop, sql = _transform_sql(transformers, job.streamer)
+        if fed_by_debezium(job):
+            check_transform_sql(sql)
         spec["transform"] = {"sql": sql}
         job.out.mapped.append(
             (sql_prop, f"transform.sql (<SRC> is the source's view, {SOURCE_NAME})")
@@ -221,25 +224,50 @@ def _target(job: Job) -> dict[str, Any]:
             f"--op {op} has no equivalent: the runner's operations are "
             f"{', '.join(OPERATIONS)} (and delete, for a batch of keys)"
         )
+    if fed_by_debezium(job) and op != "UPSERT":
+        raise UserError(
+            f"--op {op}: a Debezium source's events are applied as a change feed, with "
+            "UPSERT (deletes included); leave --op out"
+        )
     target["operation"] = OPERATIONS[op]
     job.out.mapped.append((f"--op {op}", "target.operation"))
     job.prop("hoodie.datasource.write.operation")  # HoodieStreamer reads --op, not this
     _bulk_insert_sort(job, target)
-    _merge_settings(job, target)
-    key_props = {k: job.props[k] for k in job.props if _keygen_property(k)}
-    job.used.update(key_props)
-    if hudi_props.RECORD_KEY not in key_props:
-        raise UserError(
-            f"no record key: set {hudi_props.RECORD_KEY} (the runner does not generate keys)"
-        )
-    target["key_generator"] = {"properties": key_props}
-    job.out.mapped += [(k, "target.key_generator.properties") for k in key_props]
+    if fed_by_debezium(job):
+        debezium_merge(job)
+    else:
+        _merge_settings(job, target)
+    _key_generator(job, target)
     target["index"] = _index(job.prop, job.out)
     retained = job.prop("hoodie.cleaner.commits.retained")
     if retained:
         target["cleaning"] = {"retain_commits": int(retained[1])}
         job.out.mapped.append((retained[0], "target.cleaning.retain_commits"))
     return target
+
+
+def _key_generator(job: Job, target: dict[str, Any]) -> None:
+    """target.key_generator.properties: Hudi's key generator properties, as they are. A
+    Debezium source's may leave the record key to the message key's fields."""
+    key_props = {k: job.props[k] for k in job.props if _keygen_property(k)}
+    job.used.update(key_props)
+    if fed_by_debezium(job) and not key_props.get(hudi_props.RECORD_KEY, "").strip():
+        key_props.pop(hudi_props.RECORD_KEY, None)
+    if hudi_props.RECORD_KEY not in key_props:
+        if not fed_by_debezium(job):
+            raise UserError(
+                f"no record key: set {hudi_props.RECORD_KEY} (the runner does not generate keys)"
+            )
+        job.out.mapped.append(
+            (
+                f"{hudi_props.RECORD_KEY} unset",
+                "the record key is the Debezium message key's fields (the table's primary key), "
+                "as value_format debezium implies",
+            )
+        )
+    if key_props:
+        target["key_generator"] = {"properties": key_props}
+    job.out.mapped += [(k, "target.key_generator.properties") for k in key_props]
 
 
 def _merge_settings(job: Job, target: dict[str, Any]) -> None:

@@ -1,4 +1,5 @@
-"""HoodieStreamer's Kafka sources (JsonKafkaSource, AvroKafkaSource) as a spec's kafka source.
+"""HoodieStreamer's Kafka sources (JsonKafkaSource, AvroKafkaSource, and the Debezium sources
+PostgresDebeziumSource and MysqlDebeziumSource) as a spec's kafka source.
 
 Hudi's KafkaOffsetGen and KafkaSourceConfig decide what the properties mean: the topic,
 `auto.offset.reset` (default latest) for a table without a checkpoint, at most
@@ -9,6 +10,11 @@ not named hoodie.* is a Kafka consumer setting to Hudi, and becomes one of kafka
 a secret among them is written as `${env:NAME}`, never in clear, and NAME is listed in the
 import's notes. Hudi keeps the offsets in its checkpoint; the runner in its commits, so
 the source is read with `incremental: {since: last}`.
+
+Hudi's Debezium sources read the same properties, and their values as Avro with Confluent's
+deserializer (hoodie.streamer.source.kafka.value.deserializer.class, whose default is
+KafkaAvroDeserializer), the envelope's schema from the registry: value_format debezium with
+kafka.schema_registry_url. What their target does is runner/hudi/streamer_debezium.py.
 """
 
 from __future__ import annotations
@@ -28,7 +34,22 @@ from runner.hudi.streamer_sources import (
     schema_mapped,
 )
 
-KAFKA_SOURCES = {f"{SOURCES}JsonKafkaSource": "json", f"{SOURCES}AvroKafkaSource": "avro"}
+DEBEZIUM_SOURCES = (
+    f"{SOURCES}debezium.PostgresDebeziumSource",
+    f"{SOURCES}debezium.MysqlDebeziumSource",
+)
+KAFKA_SOURCES = {
+    f"{SOURCES}JsonKafkaSource": "json",
+    f"{SOURCES}AvroKafkaSource": "avro",
+    **dict.fromkeys(DEBEZIUM_SOURCES, "debezium"),
+}
+DESERIALIZER = "source.kafka.value.deserializer.class"  # after hoodie.streamer.
+# The value deserializers of Hudi's Debezium sources that read Confluent's wire format.
+AVRO_DESERIALIZERS = (
+    "io.confluent.kafka.serializers.KafkaAvroDeserializer",  # KafkaSourceConfig's default
+    "org.apache.hudi.utilities.deser.KafkaAvroSchemaDeserializer",
+)
+STRING_DESERIALIZER = "org.apache.kafka.common.serialization.StringDeserializer"
 HUDI_DEFAULT_OFFSET_RESET = "latest"  # KafkaSourceConfig.KAFKA_AUTO_OFFSET_RESET
 HUDI_DEFAULT_MAX_EVENTS = 5_000_000  # KafkaSourceConfig.MAX_EVENTS_FROM_KAFKA_SOURCE
 REGISTRY_PASSWORD = "SCHEMA_REGISTRY_PASSWORD"
@@ -63,7 +84,7 @@ _REGISTRY_CLIENT_WHY = (
 )
 # hoodie.streamer.<suffix> settings of the Kafka sources with no spec field, and why.
 HOODIE_NOTES = {
-    "source.kafka.value.deserializer.class": (
+    DESERIALIZER: (
         "the runner decodes the values itself: kafka.value_format, with kafka.avro_schema "
         "(plain Avro binary) or kafka.schema_registry_url (Confluent's wire format)"
     ),
@@ -102,14 +123,17 @@ def kafka_source(job: Job, source_class: str) -> dict[str, Any]:
     ]
     if value_format == "json":
         source["schema"] = _json_schema(job)
-    else:
+    elif value_format == "avro":
         kafka.update(_avro_schema(job))
+    else:
+        kafka.update(_debezium_values(job, source_class))
     source["incremental"] = {"since": "last"}
     kafka["starting_offsets"] = _starting_offsets(job, topic[1])
     kafka["max_records_per_run"] = _max_records(job)
     kafka["on_data_loss"] = _on_data_loss(job)
     for suffix, why in HOODIE_NOTES.items():
-        job.skip(job.streamer(suffix), why)
+        if not (suffix == DESERIALIZER and value_format == "debezium"):  # read: mapped
+            job.skip(job.streamer(suffix), why)
     options = _consumer_options(job)
     if options:
         kafka["options"] = options
@@ -173,6 +197,38 @@ def _avro_schema(job: Job) -> dict[str, str]:
         )
     )
     return {"avro_schema": path}
+
+
+def _debezium_values(job: Job, source_class: str) -> dict[str, str]:
+    """A Debezium source's values: Avro in Confluent's wire format, the envelope's schema in
+    the registry (DebeziumSource fetches it from hoodie.streamer.schemaprovider.registry.url)."""
+    name = source_class.rsplit(".", 1)[1]
+    deserializer = job.streamer(DESERIALIZER)
+    if deserializer is not None and deserializer[1] == STRING_DESERIALIZER:
+        raise UserError(
+            f"{name} with {deserializer[0]}=StringDeserializer: the values are Debezium's JSON "
+            "without Kafka Connect's schemas, which the runner reads with the row's columns "
+            "declared in sources[0].schema (Spark DDL), and the import cannot know them: write "
+            "that source by hand (docs/cdc-database.md), or have the connector write Avro"
+        )
+    if deserializer is not None and deserializer[1] not in AVRO_DESERIALIZERS:
+        raise UserError(
+            f"{deserializer[0]}={deserializer[1]}: the runner reads a Debezium topic's values "
+            "as Avro in Confluent's wire format (KafkaAvroDeserializer) or as Kafka Connect's "
+            "JSON; write the source by hand for another format"
+        )
+    registry = _registry_url(job)
+    if registry is None:
+        raise UserError(
+            f"{name}: Hudi's Debezium sources read Avro values whose schema is in a schema "
+            "registry, and this job names none: set hoodie.streamer.schemaprovider.registry.url "
+            "(or schema.registry.url) with --set"
+        )
+    job.skip(deserializer, f"{AT}value_format debezium decodes Confluent's wire format itself")
+    found = schema_file(job)
+    if found is not None:
+        job.out.skipped.append((found.setting, "the registry gives each value's writer schema"))
+    return {"schema_registry_url": registry}
 
 
 def _registry_url(job: Job) -> str | None:

@@ -199,17 +199,12 @@ def _variable_decimal(value: Column, base64: bool = True) -> Column:
 
 def _local_timestamp(count: Column, per_second: int) -> Column:
     """A zoneless date-time counted from 1970-01-01 00:00 (the session's zone is UTC)."""
-    micros = (
-        count * (1_000_000 // per_second) if per_second <= 1_000_000 else F.floor(count / 1_000)
-    )
-    return F.timestamp_micros(micros).cast(TimestampNTZType())
+    return F.timestamp_micros(_micros(count, per_second)).cast(TimestampNTZType())
 
 
 def _time_of_day(count: Column, per_second: int) -> Column:
     """A time of day as HH:MM:SS.ffffff."""
-    micros = (
-        count * (1_000_000 // per_second) if per_second <= 1_000_000 else F.floor(count / 1_000)
-    )
+    micros = _micros(count, per_second)
     text = F.format_string(
         "%02d:%02d:%02d.%06d",
         (micros / 3_600_000_000).cast("long"),

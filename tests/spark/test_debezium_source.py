@@ -44,9 +44,7 @@ def _rows(table: Path, columns: list[str]) -> list[tuple[Any, ...]]:
     return sorted(tuple(r) for r in frame[columns].itertuples(index=False))
 
 
-def test_inserts_updates_deletes_and_a_key_change_end_as_the_database(
-    spark, tmp_path, debezium
-):
+def test_inserts_updates_deletes_and_a_key_change_end_as_the_database(spark, tmp_path, debezium):
     debezium.execute(
         "CREATE TABLE customers (id int PRIMARY KEY, name text, balance numeric(10, 2));"
         "INSERT INTO customers VALUES (1, 'ann', 10.50), (2, 'bob', -3.25);"

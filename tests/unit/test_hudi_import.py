@@ -518,3 +518,139 @@ def test_bulk_insert_sort_modes_map_to_the_runners_sort():
     upsert = _import({"hoodie.bulkinsert.sort.mode": "GLOBAL_SORT"})
     assert "bulk_insert_sort" not in upsert.spec["target"]
     assert dict(upsert.skipped)["hoodie.bulkinsert.sort.mode"] == "read by bulk_insert only"
+
+
+DEBEZIUM = f"{SOURCE}debezium."
+REGISTRY_URL = "http://registry:8081/subjects/pg.public.orders-value/versions/latest"
+REGISTRY = {"hoodie.streamer.schemaprovider.registry.url": REGISTRY_URL}
+
+
+def test_a_postgres_debezium_job_becomes_a_debezium_source_whose_target_is_a_change_feed(
+    tmp_path,
+):
+    """HoodieStreamer's PostgresDebeziumSource with its payload and Hudi's LSN ordering: a
+    kafka source of value_format debezium read from the registry, which the runner applies
+    in its own log position's order; the imported spec validates."""
+    from click.testing import CliRunner
+
+    from runner.cli import cli
+    from runner.spec import load_spec
+
+    (tmp_path / "pg.properties").write_text(
+        "hoodie.datasource.write.recordkey.field=id\n"
+        "hoodie.streamer.source.kafka.topic=pg.public.orders\n"
+        "bootstrap.servers=b1:9092\n"
+        "auto.offset.reset=earliest\n"
+        f"hoodie.streamer.schemaprovider.registry.url={REGISTRY_URL}\n"
+        "hoodie.datasource.write.payload.class="
+        f"{PAYLOAD}debezium.PostgresDebeziumAvroPayload\n"
+        "hoodie.streamer.source.kafka.value.deserializer.class="
+        "io.confluent.kafka.serializers.KafkaAvroDeserializer\n"
+    )
+    out = tmp_path / "spec.yaml"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "import-hudi", str(tmp_path / "pg.properties"), *FLAGS,
+            "--source-class", f"{DEBEZIUM}PostgresDebeziumSource",
+            "--source-ordering-field", "_event_lsn", "-o", str(out),
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    spec = load_spec(str(out), resolve_paths=False)
+    source = spec.sources[0]
+    assert source.kafka is not None
+    assert source.kafka.value_format == "debezium"
+    assert source.kafka.schema_registry_url == "http://registry:8081"
+    assert source.kafka.topics == ("pg.public.orders",)
+    assert spec.target.fed_by_debezium
+    assert spec.target.cdc is not None and spec.target.cdc.sequence_by == "_debezium_position"
+    assert spec.target.key_generator.record_key == ("id",)
+    assert "precombine_field" not in text and "merge_mode" not in text
+    # the notes say what Hudi's ordering field and payload became, and what is not kept
+    assert "--source-ordering-field -> target.cdc.sequence_by _debezium_position" in text
+    assert "of which _event_lsn is Hudi's copy" in text
+    assert "set REPLICA IDENTITY FULL" in text  # unchanged TOASTed values, kept by the payload
+    assert "Confluent's wire format itself" in text  # the deserializer
+
+
+def test_a_mysql_debezium_job_leaves_the_record_key_to_the_message_key(tmp_path):
+    from runner.spec import load_spec
+
+    imported = _kafka(
+        "debezium.MysqlDebeziumSource",
+        {
+            "hoodie.datasource.write.recordkey.field": "",
+            "schema.registry.url": "http://registry:8081",
+            "hoodie.write.record.merge.mode": "EVENT_TIME_ORDERING",
+            "hoodie.table.ordering.fields": "_event_bin_file,_event_pos",
+            "hoodie.record.merge.property.hoodie.payload.delete.field": "_change_operation_type",
+            "hoodie.record.merge.property.hoodie.payload.delete.marker": "d",
+        },
+    )
+    target = imported.spec["target"]
+    assert "key_generator" not in target and "record_key" not in target
+    assert "precombine_field" not in target and "merge_mode" not in target
+    mapped = dict(imported.mapped)
+    assert mapped["hoodie.datasource.write.recordkey.field unset"].startswith(
+        "the record key is the Debezium message key's fields"
+    )
+    assert "_debezium_position" in mapped["hoodie.table.ordering.fields"]
+    assert "_debezium_position" in mapped["hoodie.write.record.merge.mode"]
+    delete = "hoodie.record.merge.property.hoodie.payload.delete."
+    assert "d deletes" in mapped[f"{delete}field"] and "d deletes" in mapped[f"{delete}marker"]
+    assert "REPLICA IDENTITY" not in " ".join(mapped.values())  # MySQL has no TOAST
+    (tmp_path / "spec.yaml").write_text(imported.to_yaml("job.properties"))
+    spec = load_spec(str(tmp_path / "spec.yaml"), resolve_paths=False)
+    assert spec.target.key_from_message and spec.target.cdc is not None
+
+
+def test_a_debezium_jobs_time_ordering_and_other_payloads_are_listed_as_not_imported():
+    marker = "hoodie.record.merge.property.hoodie.write.partial.update.custom.marker"
+    imported = _kafka(
+        "debezium.PostgresDebeziumSource",
+        {
+            **REGISTRY,
+            "hoodie.write.partial.update.mode": "IGNORE_MARKERS",
+            marker: "__debezium_unavailable_value",
+            "hoodie.payload.delete.field": "deleted",
+        },
+        "--source-ordering-field", "_event_origin_ts_ms",
+        "--payload-class", f"{PAYLOAD}OverwriteWithLatestAvroPayload",
+    )  # fmt: skip
+    skipped = dict(imported.skipped)
+    assert skipped["--source-ordering-field"].endswith("not by _event_origin_ts_ms")
+    assert skipped["--payload-class"].endswith("and d events delete")
+    assert "__debezium_unavailable_value" in skipped["hoodie.write.partial.update.mode"]
+    assert "REPLICA IDENTITY FULL" in skipped[marker]
+    assert skipped["hoodie.payload.delete.field"].endswith("its d events (_debezium_op)")
+    whole = _kafka(
+        "debezium.PostgresDebeziumSource",
+        {**REGISTRY, "hoodie.table.partial.update.mode": "NONE"},
+    )
+    assert dict(whole.skipped)["hoodie.table.partial.update.mode"].endswith("are whole rows")
+    assert "cdc" not in imported.spec["target"]  # implied by the loader, not written
+
+
+@pytest.mark.parametrize(
+    ("props", "args", "message"),
+    [
+        ({}, [], "PostgresDebeziumSource: Hudi's Debezium sources read Avro values whose "
+         "schema is in a schema registry, and this job names none"),
+        ({**REGISTRY, "hoodie.streamer.source.kafka.value.deserializer.class":
+          "org.apache.kafka.common.serialization.StringDeserializer"}, [],
+         "the values are Debezium's JSON without Kafka Connect's schemas"),
+        ({**REGISTRY, "hoodie.deltastreamer.source.kafka.value.deserializer.class": "my.Deser"},
+         [], "=my.Deser: the runner reads a Debezium topic's values as Avro"),
+        (REGISTRY, ["--op", "INSERT"], "--op INSERT: a Debezium source's events are applied"),
+        (REGISTRY, ["--filter-dupes"], "--filter-dupes with a Debezium source"),
+        ({**REGISTRY, "hoodie.streamer.transformer.sql":
+          "SELECT *, _event_lsn AS lsn FROM <SRC> WHERE _change_operation_type <> 'r'"},
+         ["--transformer-class", "org.apache.hudi.utilities.transform.SqlQueryBasedTransformer"],
+         "(_change_operation_type: _debezium_op; _event_lsn: _debezium_position"),
+    ],
+)  # fmt: skip
+def test_debezium_settings_without_an_equivalent_stop_the_import(props, args, message):
+    with pytest.raises(UserError, match=re.escape(message)):
+        _kafka("debezium.PostgresDebeziumSource", props, *args)
