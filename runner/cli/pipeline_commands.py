@@ -307,4 +307,48 @@ def import_hudi(
     click.echo(f"wrote {out} ({counts}: see its first lines)", err=True)
 
 
-COMMANDS = (validate, run, keys, schema, import_hudi)
+@click.command()
+@click.argument("data", type=click.Path(exists=True))
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    help="The spec file to write (default: NAME.yaml here).",
+)
+@click.option("--name", help="The pipeline's and source's name (default: DATA's name).")
+@click.option(
+    "--key", "record_key", metavar="FIELD[,FIELD]", help="The record key (default: guessed)."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["csv", "json", "parquet"]),
+    help="DATA's format (default: from its first file's name).",
+)
+@click.option("--force", is_flag=True, help="Replace --out if it exists.")
+def init(
+    data: str,
+    out: str | None,
+    name: str | None,
+    record_key: str | None,
+    fmt: str | None,
+    force: bool,
+) -> None:
+    """Write a spec to start from, made from a sample of DATA (a file or a directory of
+    csv, json lines or parquet files).
+
+    Declares the columns of DATA's first file (parquet's schema; CSV and JSON types inferred
+    from its first MiB), so that `validate` knows them and no run samples the files; guesses
+    the record key, the ordering field and a bucket count, each marked `# check:` on its
+    line. Starts no JVM; the spec is checked as `runner validate` checks it.
+    """
+    from pathlib import Path
+
+    from runner.commands.init_spec import InitRequest, write_spec
+
+    source = Path(data)
+    target = Path(out) if out else Path(f"{name or source.stem}.yaml")
+    write_spec(InitRequest(source, target, name, record_key, fmt), force)
+    click.echo(f"wrote {target}: check the lines marked `check:`, then `runner validate {target}`")
+
+
+COMMANDS = (init, validate, run, keys, schema, import_hudi)
