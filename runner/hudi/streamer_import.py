@@ -382,6 +382,16 @@ def _index(prop: Lookup, out: Imported) -> dict[str, Any]:
             "target.index.buckets",
         )
     )
+    file_size = prop("hoodie.parquet.max.file.size")
+    if file_size:
+        if not file_size[1].isdigit() or int(file_size[1]) < 1024:
+            raise UserError(
+                f"{file_size[0]}={file_size[1]}: a size in bytes of at least 1024 is expected"
+            )
+        index["file_group_bytes"] = int(file_size[1])
+        out.mapped.append(
+            (file_size[0], "target.index.file_group_bytes (the target size of a bucket's files)")
+        )
     hash_field = prop(hudi_props.HASH_FIELD)
     if hash_field:
         index["hash_fields"] = [f.strip() for f in hash_field[1].split(",") if f.strip()]

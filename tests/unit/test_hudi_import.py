@@ -654,3 +654,13 @@ def test_a_debezium_jobs_time_ordering_and_other_payloads_are_listed_as_not_impo
 def test_debezium_settings_without_an_equivalent_stop_the_import(props, args, message):
     with pytest.raises(UserError, match=re.escape(message)):
         _kafka("debezium.PostgresDebeziumSource", props, *args)
+
+
+def test_hudis_file_size_is_the_target_size_of_a_buckets_files():
+    imported = _import({"hoodie.parquet.max.file.size": "67108864"})
+    assert imported.spec["target"]["index"]["file_group_bytes"] == 64 * 2**20
+    assert dict(imported.mapped)["hoodie.parquet.max.file.size"].startswith(
+        "target.index.file_group_bytes"
+    )
+    with pytest.raises(UserError, match=r"hoodie.parquet.max.file.size=120MB: a size in bytes"):
+        _import({"hoodie.parquet.max.file.size": "120MB"})
