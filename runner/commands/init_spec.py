@@ -6,7 +6,9 @@ types. The spec declares that schema (so `validate` knows the columns and no run
 the files), and guesses what only the user knows, each guess marked `# check:` on its
 line: the record key (a column named id, else the first ending in id), the ordering field
 (a timestamp or date column, else one named like ts or updated_at), a bucket count for the
-sample's size. The file is checked as `runner validate` checks it before it is written.
+sample's size. A database table's sample is its columns and primary key (the record key),
+asked of the database through Spark's JDBC reader. The file is checked as `runner validate`
+checks it before it is written.
 """
 
 from __future__ import annotations
@@ -17,12 +19,17 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from runner.errors import UserError
 from runner.spec.loader import check_spec_file
+from runner.spec.model import Source
 from runner.summary import human_size
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json"}
 FORMATS[".ndjson"] = "json"
@@ -33,16 +40,19 @@ _ORDERING_NAMES = re.compile(r"^(ts|timestamp|updated(_at|_on)?|modified(_at)?|.
 
 @dataclass(frozen=True)
 class Sample:
-    """What a sample tells: the format, the columns and how much data there is."""
+    """What a sample tells: the format, the columns, how much data there is, and the
+    source's lines of the spec."""
 
     format: str
     schema: pa.Schema
-    total_bytes: int
-    first_file: Path
+    total_bytes: int | None  # None: not known (a database table)
+    made_from: str  # for the spec's first line
+    source_lines: tuple[str, ...]  # after `format:`
+    primary_key: tuple[str, ...] = ()
 
 
-def sample(path: Path, fmt: str | None) -> Sample:
-    """The sample of a file or directory of files."""
+def sample(path: Path, fmt: str | None, out_dir: Path) -> Sample:
+    """The sample of a file or directory of files, for a spec written in `out_dir`."""
     if not path.exists():
         raise UserError(f"{path}: no such file or directory")
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
@@ -56,7 +66,36 @@ def sample(path: Path, fmt: str | None) -> Sample:
             f"{first}: cannot tell its format from its name; give --format "
             f"({', '.join(sorted(set(FORMATS.values())))})"
         )
-    return Sample(found, _schema(first, found), sum(f.stat().st_size for f in files), first)
+    schema = _schema(first, found)
+    lines = (
+        f"    path: {os.path.relpath(path.resolve(), out_dir.resolve())}   # relative to this file",
+        *(['    options: {header: "true"}'] if found == "csv" else []),
+        f'    schema: "{schema_ddl(schema)}"',
+    )
+    total = sum(f.stat().st_size for f in files)
+    made_from = str(path) if path.is_file() else f"{path}, its file {first.name}"
+    return Sample(found, schema, total, made_from, lines)
+
+
+def jdbc_sample(spark: SparkSession, source: Source) -> Sample:
+    """The sample of a database table: its columns and primary key, asked of the database
+    through Spark's JDBC reader."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from runner.sources.jdbc import described_table
+
+    jdbc = source.jdbc
+    assert jdbc is not None
+    struct, primary_key = described_table(spark, source)
+    lines = [
+        "    jdbc:",
+        f"      url: {jdbc.url}",
+        f"      table: {jdbc.table}",
+        *([f"      user: {jdbc.user}"] if jdbc.user else []),
+        *([f"      password: {jdbc.password}"] if jdbc.password else []),
+    ]
+    schema = to_arrow_schema(struct, timezone="UTC")
+    return Sample("jdbc", schema, None, str(jdbc.table), tuple(lines), primary_key)
 
 
 def _schema(file: Path, fmt: str) -> pa.Schema:
@@ -170,7 +209,7 @@ def guess_buckets(total_bytes: int) -> int:
 
 @dataclass(frozen=True)
 class InitRequest:
-    data: Path  # the sample: a file or a directory of files
+    data: Path | None  # the sample: a file or a directory of files (None: a database table)
     out: Path  # the spec file to write
     name: str | None = None
     record_key: str | None = None  # comma-separated fields; None: guessed
@@ -179,56 +218,57 @@ class InitRequest:
 
 def spec_text(request: InitRequest, found: Sample) -> str:
     """The spec, as YAML with comments: the guesses marked `# check:`."""
-    name = request.name or re.sub(r"[^A-Za-z0-9_]+", "_", request.data.stem).strip("_") or "table"
-    key = request.record_key or guess_key(found.schema)
-    missing = [k for k in key.split(",") if k.strip() not in found.schema.names]
-    if missing:
-        raise UserError(
-            f"--key {', '.join(missing)} is not a column of {found.first_file}: its columns are "
-            f"{', '.join(found.schema.names)}"
-        )
+    stem = request.data.stem if request.data else found.made_from.rpartition(".")[2]
+    name = request.name or re.sub(r"[^A-Za-z0-9_]+", "_", stem).strip("_") or "table"
+    key, key_note = _record_key(request, found)
     ordering = guess_ordering(found.schema, key)
-    relative = Path(_relative(request.data, request.out.parent))
+    size = f"for {human_size(found.total_bytes)}" if found.total_bytes is not None else "a guess"
     lines = [
-        f"# Made by `runner init {request.data}` from {found.first_file.name}; check each line",
-        "# marked `check:`, then `runner validate` this file and run it.",
+        f"# Made by `runner init` from {found.made_from}; check each line marked `check:`,",
+        "# then `runner validate` this file and run it.",
         f"name: {name}",
         "sources:",
         f"  - name: {name}",
         f"    format: {found.format}",
-        f"    path: {relative}               # relative to this file",
-        *(['    options: {header: "true"}'] if found.format == "csv" else []),
-        f'    schema: "{schema_ddl(found.schema)}"',
+        *found.source_lines,
         "target:",
         f"  path: warehouse/{name}",
         "  operation: upsert              # insert, bulk_insert (a first load), delete",
-        f"  record_key: {key}"
-        + ("" if request.record_key else "   # check: what identifies a row"),
+        f"  record_key: {key}{key_note}",
     ]
     if ordering:
         lines.append(
             f"  precombine_field: {ordering}   # check: of two rows with one key, the greater wins"
         )
-    lines += [
-        f"  index: {{buckets: {guess_buckets(found.total_bytes)}}}"
-        f"   # check: for {human_size(found.total_bytes)}; `runner expand` grows it later",
-    ]
+    buckets = guess_buckets(found.total_bytes or 0)
+    lines.append(f"  index: {{buckets: {buckets}}}   # check: {size}; `runner expand` grows it")
     return "\n".join(lines) + "\n"
 
 
-def _relative(path: Path, base: Path) -> str:
-    return os.path.relpath(path.resolve(), base.resolve())
+def _record_key(request: InitRequest, found: Sample) -> tuple[str, str]:
+    """The record key and its line's comment: given, the table's primary key, or guessed."""
+    if request.record_key:
+        missing = [k for k in request.record_key.split(",") if k.strip() not in found.schema.names]
+        if missing:
+            raise UserError(
+                f"--key {', '.join(missing)} is not a column of {found.made_from}: its columns "
+                f"are {', '.join(found.schema.names)}"
+            )
+        return request.record_key, ""
+    if found.primary_key:
+        return ",".join(found.primary_key), "   # the table's primary key"
+    return guess_key(found.schema), "   # check: what identifies a row"
 
 
-def write_spec(request: InitRequest, force: bool) -> str:
+def write_spec(request: InitRequest, found: Sample, force: bool) -> str:
     """Write the spec made from the sample, checked as `runner validate` checks it."""
     if request.out.exists() and not force:
         raise UserError(f"{request.out} exists; give another --out, or --force to replace it")
-    text = spec_text(request, sample(request.data, request.fmt))
+    text = spec_text(request, found)
     staged = request.out.with_name(f".{request.out.name}.init")
     staged.write_text(text)
     try:
-        _, problems = check_spec_file(staged)
+        _, problems = check_spec_file(staged, resolve_paths=False)
         if problems:
             raise UserError(
                 "the spec made from the sample is not valid (a bug of `runner init`): "
@@ -238,3 +278,15 @@ def write_spec(request: InitRequest, force: bool) -> str:
     finally:
         staged.unlink(missing_ok=True)
     return text
+
+
+def database_sample(url: str, table: str, user: str | None, password: str | None) -> Sample:
+    """The sample of a database table, read with a Spark session of its own; `user` and
+    `password` are ${env:NAME} references."""
+    from runner.jvm.session import spark_session
+    from runner.sources.jdbc import driver_jars
+    from runner.spec.model import JdbcSpec, SparkSettings
+
+    source = Source("init", "jdbc", jdbc=JdbcSpec(url, table, user=user, password=password))
+    spark = spark_session(SparkSettings(), "runner-init", driver_jars((source,)))
+    return jdbc_sample(spark, source)

@@ -213,3 +213,28 @@ def _java_chain(exc: BaseException) -> list[tuple[str, bool, str]]:
         )
         java = java.getCause()
     return chain
+
+
+_PRIMARY_KEY = """SELECT kcu.column_name FROM information_schema.table_constraints tc
+JOIN information_schema.key_column_usage kcu ON tc.constraint_name = kcu.constraint_name
+  AND tc.table_schema = kcu.table_schema AND tc.table_name = kcu.table_name
+WHERE tc.constraint_type = 'PRIMARY KEY' AND tc.table_name = {table}
+  AND ({schema} = '' OR tc.table_schema = {schema})
+ORDER BY kcu.ordinal_position"""
+
+
+def described_table(spark: SparkSession, source: Source) -> tuple[Any, tuple[str, ...]]:
+    """A jdbc source's table: its columns as Spark reads them (a StructType), and its primary
+    key's columns in order, as the database's information_schema tells (none without one)."""
+    spec = source.jdbc
+    assert spec is not None and spec.table is not None
+    plan = SourcePlan(source)
+    options = _connection(spec, plan)
+    frame = _load(spark, options | {"dbtable": spec.table}, plan)
+    schema, _, table = spec.table.rpartition(".")
+    sql = _PRIMARY_KEY.format(
+        table=_literal(table.strip('"`')), schema=_literal(schema.strip('"`'))
+    )
+    with _database_errors(plan):
+        keys = _load(spark, options | {"query": sql}, plan).collect()
+    return frame.schema, tuple(str(r[0]) for r in keys)

@@ -448,3 +448,32 @@ def test_a_delta_source_with_spaces_in_its_paths_is_read(spark, tmp_path):
     pd.testing.assert_frame_equal(
         _table(tmp_path / "table_b"), _upsert(None, batch), check_dtype=False
     )
+
+
+def test_init_makes_a_spec_of_a_database_table_keyed_by_its_primary_key(
+    spark, tmp_path, postgres, monkeypatch
+):
+    from runner.pipeline.run import run_pipeline
+    from tests.cli_in_process import run_cli
+
+    monkeypatch.setattr("runner.jvm.session.spark_session", lambda *args, **kwargs: spark)
+    monkeypatch.setenv("PGUSER_TEST", postgres.user)
+    monkeypatch.setenv("PGPASSWORD_TEST", postgres.password)
+    postgres.execute(
+        "DROP TABLE IF EXISTS lines;"
+        "CREATE TABLE lines (order_id int, line int, sku text, updated_at timestamp,"
+        " PRIMARY KEY (order_id, line));"
+        "INSERT INTO lines VALUES (1, 1, 'a', '2024-01-01'), (1, 2, 'b', '2024-01-02');"
+    )
+    out = tmp_path / "lines.yaml"
+    done = run_cli(
+        "init", "--jdbc", postgres.url, "--table", "public.lines",
+        "--user-env", "PGUSER_TEST", "--password-env", "PGPASSWORD_TEST", "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    assert "record_key: order_id,line   # the table's primary key" in text
+    assert "precombine_field: updated_at   # check:" in text
+    assert "password: ${env:PGPASSWORD_TEST}" in text and postgres.password not in text
+    summary = run_pipeline(load_spec(out), spark)
+    assert summary.inserted == 2
