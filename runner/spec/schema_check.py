@@ -118,10 +118,13 @@ def invalid_parts(data: Any) -> tuple[list[Path_], list[Path_]] | None:
         if err.validator == "additionalProperties":
             known = set(err.schema.get("properties", {}))
             unknown += [(*path, extra) for extra in sorted(set(err.instance) - known)]
-        elif err.validator == "required" or not path or not isinstance(path[-1], str):
-            return None
-        elif path[-1] in _DECIDING:
+        elif err.validator == "required" or not _leaves_out(path):
             return None
         else:
             wrong.append(path)
     return unknown, wrong
+
+
+def _leaves_out(path: Path_) -> bool:
+    """A wrong value at `path` can be left out: a mapping's key that decides nothing."""
+    return bool(path) and isinstance(path[-1], str) and path[-1] not in _DECIDING
