@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from runner.delta.snapshot import open_table
-from runner.errors import SpecProblem
+from runner.errors import SpecProblem, UserError
 from runner.sources.delta import no_change_feed
 from runner.sources.kinds import kind_of
 from runner.sources.kinds.base import where
@@ -61,6 +61,10 @@ def fact_problems(read: SpecRead, file: str) -> list[SpecProblem]:
     return problem.found
 
 
+# a partition directory's column: Spark infers its type from the directory names
+_GUESSED = {"runner.type": "inferred by Spark"}
+
+
 def _source_schemas(spec: PipelineSpec) -> dict[str, pa.Schema] | None:
     """Each source's columns as Spark gives them, by name; None unless all are known."""
     schemas = {}
@@ -77,14 +81,17 @@ def _source_schema(source: Source) -> pa.Schema | None:
     path = source.path or ""
     if kind.reads_path and not is_local(path) and not source.schema:
         return None  # its files or log are not read here
-    schema = kind.input_schema(source).schema
+    try:
+        schema = kind.input_schema(source).schema
+    except (UserError, OSError):  # not there yet, say: the run reports what it finds then
+        return None
     if schema is None:
         return None
     if kind.lists_files:  # Spark's partition discovery adds the `name=value` directories
         found = partition_directories(path, Path("/")) if is_local(path) else None
         if found is None:
             return None
-        schema = _with(schema, [pa.field(name, pa.string()) for name in found])
+        schema = _with(schema, [pa.field(name, pa.string(), metadata=_GUESSED) for name in found])
     if source.incremental and source.incremental.mode == "since_last":
         schema = _with(schema, list(_FEED_FIELDS))
     return schema
@@ -157,6 +164,8 @@ def _check_text_order(spec: PipelineSpec, sources: dict[str, pa.Schema], problem
     column = target.precombine_field
     if column is None or target.operation == "delete" or target.precombine_string_order:
         return
+    if any(b"runner.type" in (f.metadata or {}) for schema in sources.values() for f in schema):
+        return  # a partition directory's type is Spark's to infer
     if spec.transform_sql:
         result = transform_schema(spec.transform_sql, sources)
         if isinstance(result, str):  # the column's type is Spark's to pick
@@ -195,6 +204,9 @@ def _check_change_feeds(spec: PipelineSpec, problem: Problems) -> None:
         path = source.path
         if incremental.deletes != "propagate" or not path or not is_local(path):
             continue
-        table = open_table(locate(path))
+        try:
+            table = open_table(locate(path))
+        except (UserError, OSError):
+            continue
         if table is not None and not table.has_change_feed:
             problem(("sources", i, "incremental"), no_change_feed(path, where(source)))

@@ -6,6 +6,7 @@ the changes this command lists."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,10 +16,13 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from click.testing import CliRunner
-from deltalake import write_deltalake
 
 from runner.cli import cli
+from runner.delta.table_config import table_settings
+from runner.delta.table_setup import TableFeaturesWanted, create_table
+from runner.spec import load_spec
 from runner.spec.transform_schema import transform_schema
+from runner.storage.location import locate
 
 TABLE = pa.table(
     {
@@ -52,7 +56,11 @@ def _spec(tmp_path: Path, source: dict, transform: str | None = None, **target) 
 
 
 def _against(tmp_path: Path, spec: Path, table: str = "table") -> tuple[int, list[str]]:
-    write_deltalake(str(tmp_path / "table"), TABLE, mode="overwrite")
+    """validate SPEC --against TABLE, after writing the spec's table with its settings."""
+    target = load_spec(spec).target
+    shutil.rmtree(tmp_path / "table", ignore_errors=True)
+    wanted = TableFeaturesWanted()
+    create_table(locate(str(tmp_path / "table")), "t", TABLE.schema, table_settings(target), wanted)
     result = CliRunner().invoke(cli, ["validate", str(spec), "--against", str(tmp_path / table)])
     lines = [line.replace(str(tmp_path), "T") for line in result.output.splitlines()]
     return result.exit_code, lines
@@ -136,7 +144,12 @@ def test_an_inferred_schema_and_a_new_table_say_what_they_are(tmp_path):
     assert code == 1 and "Spark infers the schema of source 'src' (json)" in lines[1]
     spec = _spec(tmp_path, {"format": "json", "schema": "id long, city string"})
     code, lines = _against(tmp_path, spec, table="elsewhere")
-    assert (code, lines[2]) == (0, "  a first run creates it with 2 column(s)")
+    assert (code, lines[1], lines[3]) == (
+        0,
+        "warning: no table at T/elsewhere, while the spec's target T/table holds one "
+        "(version 0); `--against` without TABLE compares with it",
+        "  a first run creates it with 2 column(s)",
+    )
 
 
 @pytest.mark.parametrize(
