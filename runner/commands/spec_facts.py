@@ -120,7 +120,7 @@ def _batch_columns(
             f"column '{name}'{at} is not a column of {_whose(sources)}{nearest(name, known)}; "
             f"{_listed(sources)}: fix the query, or the source's schema",
         )
-    return list(found.result)
+    return None if found.unknown else list(found.result) or None
 
 
 def _whose(sources: dict[str, pa.Schema]) -> str:

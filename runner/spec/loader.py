@@ -82,7 +82,8 @@ def read_spec_file(
     checkable = None
     if valid is not None:
         rules = _rule_problems(valid, shown, resolve_paths, parse_transform)
-        problems += [p for p in rules if not any(_near(p.field, f) for f in left_out)]
+        rules = [p for p in rules if not any(_near(p.field, f) for f in left_out)]
+        problems += rules
         if not rules:
             data = with_paths_resolved(valid.data) if resolve_paths else valid.data
             checkable = build(data, file.resolve())
