@@ -294,3 +294,54 @@ def test_parquet_files_that_disagree_and_computed_subquery_columns_are_not_guess
     assert code == 1 and "column n of transform.sql is `COALESCE(n, 0)`" in lines[1]
     code, lines = _against(tmp_path, _spec(tmp_path, source, "SELECT id, CAST(n AS INT) FROM src"))
     assert code == 1 and "`CAST(n AS INT)` has no alias" in lines[1]
+
+
+def test_the_settings_a_run_would_refuse_are_listed_with_the_schema(tmp_path):
+    """Table type, key generator, record key and partition fields differ from the table's:
+    the run's own refusal, every difference; the schema is compared too."""
+    spec = _spec(
+        tmp_path, {"format": "json", "schema": "id long, city string, n int, s struct<a:bigint>"}
+    )
+    _against(tmp_path, spec)  # the table, with the settings of this spec
+    changed = _spec(
+        tmp_path,
+        {
+            "format": "json",
+            "schema": "id long, city string, n int, s struct<a:bigint>, note string",
+        },
+        table_type="MERGE_ON_READ",
+        record_key=["id", "n"],
+        key_generator={"type": "COMPLEX", "partition_fields": "n"},
+    )
+    result = CliRunner().invoke(cli, ["validate", str(changed), "--against"])
+    lines = [line.replace(str(tmp_path), "T") for line in result.output.splitlines()]
+    assert result.exit_code == 2
+    fix = "a table keeps the settings it was created with; write to a new target.path to change it"
+    assert lines[1] == (
+        "against T/table (version 0; input schema from the schema source 'src' declares; "
+        "target.schema_evolution: add)"
+    )
+    assert lines[2] == "  refused: the spec disagrees with the table at T/table:"
+    assert lines[3:] == [
+        f"    table.type: table has 'COPY_ON_WRITE', spec T/v.yaml has 'MERGE_ON_READ' -> {fix}",
+        f"    index.hash.fields: table has 'id', spec T/v.yaml has 'id,n' -> {fix}",
+        f"    keygen.type: table has 'SIMPLE', spec T/v.yaml has 'COMPLEX' -> {fix}",
+        f"    keygen.record.key: table has 'id', spec T/v.yaml has 'id,n' -> {fix}",
+        f"    keygen.partition.fields: table has 'city', spec T/v.yaml has 'n' -> {fix}",
+        "  adds column note (string)",
+    ]
+
+
+def test_against_without_a_table_compares_with_the_spec_s_own_target(tmp_path):
+    spec = _spec(
+        tmp_path,
+        {"format": "json", "schema": "id long, city string, n int, s struct<a:bigint>, extra int"},
+    )
+    _against(tmp_path, spec)
+    result = CliRunner().invoke(cli, ["validate", str(spec), "--against"])
+    lines = [line.replace(str(tmp_path), "T") for line in result.output.splitlines()]
+    assert (result.exit_code, lines[1].split(" (")[0], lines[2:]) == (
+        0,
+        "against T/table",
+        ["  adds column extra (integer)"],
+    )
