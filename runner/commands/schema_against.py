@@ -139,7 +139,9 @@ def compare_with_table(spec: PipelineSpec, table_uri: str) -> Comparison:
         stored = rewrite.apply(snapshot.arrow_schema()) if snapshot is not None else None
         if target.operation == "delete":
             plan = plan_schema(stored, stored, table_uri) if stored is not None else None
-            return Comparison(table_uri, version, found.origin, plan, rewrite, settings=settings)
+            return Comparison(
+                table_uri, version, found.origin, plan, rewrite=rewrite, settings=settings
+            )
         plan = plan_for_target(found.schema, stored, target, table_uri)
     except (SchemaChangeError, UserError) as refused:
         refusal = str(refused)
