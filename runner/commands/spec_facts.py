@@ -16,12 +16,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from runner.delta.snapshot import open_table
 from runner.errors import SpecProblem, UserError
-from runner.sources.delta import no_change_feed
-from runner.sources.kinds import kind_of
-from runner.sources.kinds.base import where
 from runner.spec.columns import partition_directories
+from runner.spec.ddl_types import ddl_arrow_schema
 from runner.spec.loader import SpecRead
 from runner.spec.located import Path_, Problems
 from runner.spec.model import PipelineSpec, Source
@@ -77,22 +74,34 @@ def _source_schemas(spec: PipelineSpec) -> dict[str, pa.Schema] | None:
 
 
 def _source_schema(source: Source) -> pa.Schema | None:
-    kind = kind_of(source)
+    """A declared schema (with the `name=value` directories Spark's partition discovery
+    adds under a local path), unless Spark decodes the columns (jdbc, kafka); else, for a
+    local path, what its kind reads without a JVM (a Delta log, parquet footers)."""
     path = source.path or ""
-    if kind.reads_path and not is_local(path) and not source.schema:
-        return None  # its files or log are not read here
+    if source.jdbc is not None or source.kafka is not None:
+        return None
+    if not source.schema:
+        return _read_schema(source) if path and is_local(path) else None
+    schema = ddl_arrow_schema(source.schema)
+    found = partition_directories(path, Path("/")) if is_local(path) else None
+    if schema is None or found is None:
+        return None
+    schema = _with(schema, [pa.field(name, pa.string(), metadata=_GUESSED) for name in found])
+    if source.incremental and source.incremental.mode == "since_last":
+        schema = _with(schema, list(_FEED_FIELDS))
+    return schema
+
+
+def _read_schema(source: Source) -> pa.Schema | None:
+    """The columns a local source's kind reads (the registry, and delta-rs, load only
+    here: most specs declare their schema, and validate stays quick)."""
+    from runner.sources.kinds import kind_of
+
     try:
-        schema = kind.input_schema(source).schema
+        schema = kind_of(source).input_schema(source).schema
     except (UserError, OSError):  # not there yet, say: the run reports what it finds then
         return None
-    if schema is None:
-        return None
-    if kind.lists_files:  # Spark's partition discovery adds the `name=value` directories
-        found = partition_directories(path, Path("/")) if is_local(path) else None
-        if found is None:
-            return None
-        schema = _with(schema, [pa.field(name, pa.string(), metadata=_GUESSED) for name in found])
-    if source.incremental and source.incremental.mode == "since_last":
+    if schema is not None and source.incremental and source.incremental.mode == "since_last":
         schema = _with(schema, list(_FEED_FIELDS))
     return schema
 
@@ -204,9 +213,13 @@ def _check_change_feeds(spec: PipelineSpec, problem: Problems) -> None:
         path = source.path
         if incremental.deletes != "propagate" or not path or not is_local(path):
             continue
+        from runner.delta.snapshot import open_table
+        from runner.sources.delta import no_change_feed
+
         try:
             table = open_table(locate(path))
         except (UserError, OSError):
             continue
         if table is not None and not table.has_change_feed:
-            problem(("sources", i, "incremental"), no_change_feed(path, where(source)))
+            where = f"source '{source.name}'"
+            problem(("sources", i, "incremental"), no_change_feed(path, where))
