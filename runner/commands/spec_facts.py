@@ -122,12 +122,12 @@ def _batch_columns(
     if found is None:
         return None
     known = [name for schema in sources.values() for name in schema.names]
-    for name, line in found.unknown:
-        at = f" (line {line} of the query)" if line and "\n" in spec.transform_sql.strip() else ""
+    for name, offset in found.unknown:
         problem(
             ("transform", "sql"),
-            f"column '{name}'{at} is not a column of {_whose(sources)}{nearest(name, known)}; "
+            f"column '{name}' is not a column of {_whose(sources)}{nearest(name, known)}; "
             f"{_listed(sources)}: fix the query, or the source's schema",
+            offset,
         )
     return None if found.unknown else list(found.result) or None
 
@@ -157,13 +157,14 @@ def _check_expectations(spec: PipelineSpec, columns: list[str], problem: Problem
     whose = "the transform's output columns" if spec.transform_sql else "the source's columns"
     for i, rule in enumerate(spec.expectations):
         read = expression_columns(rule.sql)
-        for name in read or []:
+        for name, offset in read or []:
             if name.lower() in lowered:
                 continue
             problem(
                 ("expectations", i, "sql"),
                 f"expectation '{rule.name}' reads column '{name}', which is not among {whose}"
                 f"{nearest(name, available)}: {', '.join(_shown(available))}; fix its SQL",
+                offset,
             )
 
 

@@ -106,7 +106,7 @@ def _valid_part(doc: Located) -> tuple[Located | None, list[str]]:
             parent.pop(at[-1], None)
     if invalid_parts(data) != ([], []):
         return None, []
-    return Located(data, doc.value_marks, doc.key_marks), [dotted(at) for at in wrong]
+    return Located(data, doc.value_marks, doc.key_marks, doc.lines), [dotted(at) for at in wrong]
 
 
 def _near(field: str, left_out: str) -> bool:

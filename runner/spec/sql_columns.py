@@ -26,7 +26,7 @@ from runner.spec.transform_schema import sql_columns
 @dataclass(frozen=True)
 class QueryColumns:
     result: tuple[str, ...]  # the query's result columns, as sqlglot names them
-    unknown: tuple[tuple[str, int], ...]  # (name as written, line in the query) of each
+    unknown: tuple[tuple[str, int], ...]  # (name as written, its offset in the query) of each
 
 
 def query_columns(sql: str, tables: Mapping[str, pa.Schema]) -> QueryColumns | None:
@@ -53,7 +53,8 @@ def query_columns(sql: str, tables: Mapping[str, pa.Schema]) -> QueryColumns | N
         text = str(exc)
         if not text.startswith("Unknown column: "):
             return None
-        return QueryColumns((), ((text.removeprefix("Unknown column: ").strip(), 0),))
+        name = text.removeprefix("Unknown column: ").strip()
+        return QueryColumns((), _as_written(written, {name.lower()}) or ((name, -1),))
     except SqlglotError:
         return None
     if not isinstance(query, exp.Query):
@@ -68,9 +69,10 @@ def query_columns(sql: str, tables: Mapping[str, pa.Schema]) -> QueryColumns | N
     return QueryColumns(tuple(query.named_selects), _as_written(written, unresolved))
 
 
-def expression_columns(sql: str) -> list[str] | None:
+def expression_columns(sql: str) -> list[tuple[str, int]] | None:
     """The top-level column names a boolean expression (an expectation) reads (`s` for
-    `s.a`); None where sqlglot does not read it as an expression over columns alone."""
+    `s.a`), each with its first offset in the text; None where sqlglot does not read it as
+    an expression over columns alone."""
     logging.getLogger("sqlglot").setLevel(logging.ERROR)
     try:
         parsed = sqlglot.parse_one(sql, read="spark")
@@ -78,12 +80,12 @@ def expression_columns(sql: str) -> list[str] | None:
         return None
     if parsed.find(exp.Select, exp.Subquery) is not None:
         return None
-    names = []
+    names: dict[str, int] = {}
     for column in parsed.find_all(exp.Column):
         if column.args.get("db") or column.args.get("catalog"):
             return None
-        names.append(column.table or column.name)
-    return list(dict.fromkeys(names))
+        names.setdefault(column.table or column.name, _offset(column))
+    return list(names.items())
 
 
 def _aliases(query: exp.Expr) -> set[str]:
@@ -96,10 +98,17 @@ def _aliases(query: exp.Expr) -> set[str]:
 
 
 def _as_written(written: exp.Expr, names: set[str]) -> tuple[tuple[str, int], ...]:
-    """The unresolved names as the query spells them, with the line each is first on."""
+    """The unresolved names as the query spells them, each with its first offset."""
     found: dict[str, tuple[str, int]] = {}
     for column in written.find_all(exp.Column):
         low = column.name.lower()
         if low in names and low not in found:
-            found[low] = (column.name, int(column.this.meta.get("line", 0)))
-    return tuple(found.values())
+            found[low] = (column.name, _offset(column))
+    return tuple(sorted(found.values(), key=lambda item: item[1]))
+
+
+def _offset(column: exp.Column) -> int:
+    """Where a column reference starts in the text (its table's name, if qualified); -1
+    where sqlglot did not say."""
+    first = column.args.get("table") or column.this
+    return int(first.meta.get("start", -1)) if isinstance(first, exp.Expr) else -1

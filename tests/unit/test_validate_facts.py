@@ -74,7 +74,7 @@ def test_a_schema_error_no_longer_hides_the_semantic_ones(tmp_path):
     assert _validate(tmp_path, text) == (
         2,
         [
-            "T/p.yaml:8:8: transform.sql: column 'amout' (line 2 of the query) is not a column "
+            "T/p.yaml:10:7: transform.sql: column 'amout' is not a column "
             "of source 'trips' (did you mean 'amount'?); source 'trips' has trip_id, city, ts, "
             "amount, note: fix the query, or the source's schema",
             "T/p.yaml:21:23: target.index.buckts: unknown key (did you mean 'buckets'?)",
@@ -114,14 +114,14 @@ def test_unknown_columns_of_a_query_over_several_sources_and_qualified_names(tmp
     code, lines = _validate(tmp_path, joined)
     assert code == 2
     assert lines == [
-        "T/p.yaml:12:8: transform.sql: column 'fair' is not a column of any of sources "
+        "T/p.yaml:13:37: transform.sql: column 'fair' is not a column of any of sources "
         "'trips', 'fares' (did you mean 'fare'?); source 'trips' has trip_id, city, ts, amount, "
         "note; source 'fares' has trip_id, fare: fix the query, or the source's schema"
     ]
     unqualified = joined.replace("f.fair AS amount", "f.fare AS amount")
     code, lines = _validate(tmp_path, unqualified)
     assert code == 2 and lines[0].startswith(
-        "T/p.yaml:12:8: transform.sql: column 'cty' (line 2 of the query) is not a column of "
+        "T/p.yaml:14:62: transform.sql: column 'cty' is not a column of "
         "any of sources 'trips', 'fares' (did you mean 'city'?)"
     )
     fine = unqualified.replace("cty <> ''", "upper(City) <> '' ORDER BY amount")  # any case
@@ -201,7 +201,7 @@ def test_a_chained_delta_source_needs_its_table_s_change_data_feed(tmp_path):
     write_deltalake(str(tmp_path / "upstream"), rows, configuration=feed)
     code, lines = _validate(tmp_path, checked)
     assert code == 2 and lines == [
-        "T/p.yaml:15:20: expectations[0].sql: expectation 'e' reads column 'vv', which is not "
+        "T/p.yaml:15:21: expectations[0].sql: expectation 'e' reads column 'vv', which is not "
         "among the source's columns (did you mean 'v'?): id, v, _change_type, "
         "_commit_version, _commit_timestamp; fix its SQL"
     ]
