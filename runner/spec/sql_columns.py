@@ -31,7 +31,8 @@ class QueryColumns:
 
 def query_columns(sql: str, tables: Mapping[str, pa.Schema]) -> QueryColumns | None:
     """The result columns of transform.sql over `tables` (by source name) and the column
-    names it reads that none of them has; None where sqlglot does not resolve the query."""
+    names it reads that none of them has; None where sqlglot does not resolve the query, or
+    where it reads a table that is not one of them (Spark's catalog may hold it)."""
     schema: dict[str, object] = {}
     for name, table in tables.items():
         columns = sql_columns(table)
@@ -41,6 +42,8 @@ def query_columns(sql: str, tables: Mapping[str, pa.Schema]) -> QueryColumns | N
     logging.getLogger("sqlglot").setLevel(logging.ERROR)
     try:
         written = sqlglot.parse_one(sql, read="spark")
+        if not _reads_only(written, {name.lower() for name in tables}):
+            return None
         query = qualify(
             written.copy(),
             schema=schema,
@@ -66,13 +69,28 @@ def query_columns(sql: str, tables: Mapping[str, pa.Schema]) -> QueryColumns | N
         for column in query.find_all(exp.Column)
         if not column.table and column.name.lower() not in known
     }
-    return QueryColumns(tuple(query.named_selects), _as_written(written, unresolved))
+    return QueryColumns(_result_names(query), _as_written(written, unresolved))
+
+
+def _reads_only(query: exp.Expr, tables: set[str]) -> bool:
+    """The query reads no table but `tables` and its own CTEs."""
+    own = {cte.alias.lower() for cte in query.find_all(exp.CTE)}
+    return all(t.name.lower() in tables | own for t in query.find_all(exp.Table))
+
+
+def _result_names(query: exp.Query) -> tuple[str, ...]:
+    """The result's column names; none where Spark names them otherwise than sqlglot does
+    (a column without an alias, a struct's star, a PIVOT)."""
+    names = tuple(query.named_selects)
+    if query.find(exp.Pivot) or any(n == "*" or n.startswith("_col_") for n in names):
+        return ()
+    return names
 
 
 def expression_columns(sql: str) -> list[tuple[str, int]] | None:
     """The top-level column names a boolean expression (an expectation) reads (`s` for
-    `s.a`), each with its first offset in the text; None where sqlglot does not read it as
-    an expression over columns alone."""
+    `s.a.b`), each with its first offset in the text; None where sqlglot does not read it
+    as an expression over columns alone."""
     logging.getLogger("sqlglot").setLevel(logging.ERROR)
     try:
         parsed = sqlglot.parse_one(sql, read="spark")
@@ -82,9 +100,8 @@ def expression_columns(sql: str) -> list[tuple[str, int]] | None:
         return None
     names: dict[str, int] = {}
     for column in parsed.find_all(exp.Column):
-        if column.args.get("db") or column.args.get("catalog"):
-            return None
-        names.setdefault(column.table or column.name, _offset(column))
+        first = _first_part(column)
+        names.setdefault(first.name, int(first.meta.get("start", -1)))
     return list(names.items())
 
 
@@ -108,7 +125,16 @@ def _as_written(written: exp.Expr, names: set[str]) -> tuple[tuple[str, int], ..
 
 
 def _offset(column: exp.Column) -> int:
-    """Where a column reference starts in the text (its table's name, if qualified); -1
-    where sqlglot did not say."""
-    first = column.args.get("table") or column.this
-    return int(first.meta.get("start", -1)) if isinstance(first, exp.Expr) else -1
+    """Where a column reference starts in the text; -1 where sqlglot did not say."""
+    return int(_first_part(column).meta.get("start", -1))
+
+
+def _first_part(column: exp.Column) -> exp.Expr:
+    """The first name of a dotted reference (`s` of `s.a.b`: a struct column, in an
+    expectation; a table, in a query)."""
+    for part in ("catalog", "db", "table"):
+        found = column.args.get(part)
+        if isinstance(found, exp.Expr) and found.name:
+            return found
+    name: exp.Expr = column.this
+    return name
