@@ -21,7 +21,7 @@ from runner.spec.columns import partition_directories
 from runner.spec.ddl_types import ddl_arrow_schema
 from runner.spec.loader import SpecRead
 from runner.spec.located import Path_, Problems
-from runner.spec.model import PipelineSpec, Source
+from runner.spec.model import PipelineSpec, Source, Target
 from runner.spec.schema_check import nearest
 from runner.spec.sql_columns import expression_columns, query_columns
 from runner.spec.text_order import text_order_fix, text_order_refusal
@@ -186,8 +186,23 @@ def _check_text_order(spec: PipelineSpec, sources: dict[str, pa.Schema], problem
     kind = _field_type(batch, column)
     if kind is None or not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
         return
-    at: Path_ = ("target", "cdc", "sequence_by") if target.cdc else ("target", "precombine_field")
-    problem(at, f"{text_order_refusal(target, 'string')}. {text_order_fix(column)}")
+    problem(
+        _ordering_field(problem, target),
+        f"{text_order_refusal(target, 'string')}. {text_order_fix(column)}",
+    )
+
+
+def _ordering_field(problem: Problems, target: Target) -> Path_:
+    """Where the spec names the ordering column: cdc.sequence_by, precombine_field, or the
+    Hudi property that gives it."""
+    if target.cdc:
+        return ("target", "cdc", "sequence_by")
+    written = problem.doc.data["target"]
+    if "precombine_field" in written:
+        return ("target", "precombine_field")
+    given = written.get("properties", {})
+    name = next((k for k, v in given.items() if v == target.precombine_field), None)
+    return ("target", "properties", name) if name else ("target", "precombine_field")
 
 
 def _field_type(schema: pa.Schema, name: str) -> pa.DataType | None:

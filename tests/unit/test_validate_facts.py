@@ -128,11 +128,17 @@ def test_unknown_columns_of_a_query_over_several_sources_and_qualified_names(tmp
     assert _validate(tmp_path, fine) == (0, ["T/p.yaml: ok"])
 
 
-def test_columns_of_a_source_without_a_declared_schema_are_not_guessed(tmp_path):
+def test_columns_spark_alone_knows_are_not_guessed(tmp_path):
     text = SPEC.replace(
         '    schema: "trip_id long, city string, ts long, amount double, note string"\n', ""
     )
     assert _validate(tmp_path, text.replace("      amount\n", "      amout\n"))[0] == 0
+    # a table that is no source may be in Spark's catalog: the query is Spark's to resolve
+    catalog = SPEC.replace("    FROM trips\n", "    FROM trips JOIN dim.cities USING (city)\n")
+    assert _validate(tmp_path, catalog.replace("      amount\n", "      area\n")) == (
+        0,
+        ["T/p.yaml: ok"],
+    )
 
 
 def test_a_string_ordering_column_is_refused_as_the_run_refuses_it(tmp_path):
@@ -152,6 +158,14 @@ def test_a_string_ordering_column_is_refused_as_the_run_refuses_it(tmp_path):
         "  precombine_field: ts", "  precombine_field: ts\n  precombine_string_order: true"
     )
     assert _validate(tmp_path, meant) == (0, ["T/p.yaml: ok"])
+    hudi = text.replace(
+        "  precombine_field: ts", "  properties: {hoodie.datasource.write.precombine.field: ts}"
+    )
+    code, lines = _validate(tmp_path, hudi)
+    assert code == 2 and lines[0].startswith(
+        "T/p.yaml:19:58: target.properties.hoodie.datasource.write.precombine.field: "
+        "precombine_field 'ts' is a string column"
+    )
     feed = text.replace("  precombine_field: ts", "  cdc: {sequence_by: ts}")
     code, lines = _validate(tmp_path, feed)
     assert code == 2 and lines[0].startswith(
