@@ -165,7 +165,8 @@ def check_table(spec: PipelineSpec, table_uri: str, snapshot: TableSnapshot | No
     except UserError as refused:
         return TableCheck(refusal=str(refused))
     own = spec.target.path
-    if own.rstrip("/") != table_uri.rstrip("/"):
+    # an object store only where TABLE is on one too: a local TABLE asks no credentials
+    if own.rstrip("/") != table_uri.rstrip("/") and (is_local(own) or not is_local(table_uri)):
         theirs = open_table(locate(own))
         if theirs is not None:
             return TableCheck(

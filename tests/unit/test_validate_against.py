@@ -345,3 +345,17 @@ def test_against_without_a_table_compares_with_the_spec_s_own_target(tmp_path):
         "against T/table",
         ["  adds column extra (integer)"],
     )
+
+
+def test_a_new_table_s_directory_holding_other_files_is_refused_as_a_run_refuses_it(tmp_path):
+    spec = _spec(tmp_path, {"format": "json", "schema": "id long, city string"})
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "data.csv").write_text("id\n1\n")
+    result = CliRunner().invoke(cli, ["validate", str(spec), "--against", str(tmp_path / "old")])
+    lines = [line.replace(str(tmp_path), "T") for line in result.output.splitlines()]
+    assert (result.exit_code, lines[2]) == (
+        2,
+        "  refused: the table T/old is not empty and holds no Delta table (data.csv); the "
+        "runner creates a new table only in an empty or missing directory: choose an empty "
+        "location",
+    )
