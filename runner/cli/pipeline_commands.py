@@ -40,12 +40,12 @@ def validate(specs: tuple[str, ...], against: str | None) -> None:
     problem, FILE:LINE:COL: field.path: message, and exits 2 when any spec is invalid.
 
     \b
-    With --against [TABLE] (one spec): the settings a run would refuse (table type, key
-    generator, record key, partition fields, buckets, change feed) and the schema changes
-    it would make to TABLE under target.schema_evolution, read from the spec's declared
-    source schema, its parquet files or its Delta source; exits 2 when a run would be
-    refused, 1 when the input's schema is known only to Spark (a transform, JSON or CSV
-    inference).
+    With --against [TABLE] (one spec; without TABLE, its target.path): the settings a run
+    would refuse (table type, key generator, record key, partition fields, buckets, change
+    feed) and the schema changes it would make to TABLE under target.schema_evolution,
+    read from the spec's declared source schema, its parquet files or its Delta source;
+    exits 2 when a run would be refused, 1 when the input's schema is known only to Spark
+    (a transform, JSON or CSV inference).
     """
     from runner.commands.spec_facts import fact_problems
     from runner.spec.loader import read_spec_file
