@@ -23,30 +23,41 @@ if TYPE_CHECKING:
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option(
     "--against",
-    metavar="TABLE",
-    help="Also compare the spec's input schema with this table's (a path or s3:// URI): "
-    "the columns a run would add or widen, or why it would be refused.",
+    metavar="[TABLE]",
+    is_flag=False,
+    flag_value="",
+    help="Also compare the spec with this table (a path or s3:// URI; without TABLE, the "
+    "spec's own target): the settings a run would refuse, the columns it would add or "
+    "widen.",
 )
 def validate(specs: tuple[str, ...], against: str | None) -> None:
     """Check specs without starting Spark.
 
-    Checks each spec against the JSON Schema and the semantic rules; starts no JVM.
-    Prints one line per problem, FILE:LINE:COL: field.path: message, and exits 2 when
-    any spec is invalid.
+    Checks each spec against the JSON Schema and the semantic rules, and, where its
+    sources' columns are known without a JVM (a declared schema, a local Delta or parquet
+    source), the columns transform.sql and the expectations read, a string ordering
+    column, a chained Delta source's change data feed; starts no JVM. Prints one line per
+    problem, FILE:LINE:COL: field.path: message, and exits 2 when any spec is invalid.
 
     \b
-    With --against TABLE (one spec): the schema changes a run would make to TABLE
-    under target.schema_evolution, read from the spec's declared source schema, its
-    parquet files or its Delta source; exits 2 when a run would be refused, 1 when the
-    input's schema is known only to Spark (a transform, JSON or CSV inference).
+    With --against [TABLE] (one spec; without TABLE, its target.path): the settings a run
+    would refuse (table type, key generator, record key, partition fields, buckets, change
+    feed) and the schema changes it would make to TABLE under target.schema_evolution,
+    read from the spec's declared source schema, its parquet files or its Delta source;
+    exits 2 when a run would be refused, 1 when the input's schema is known only to Spark
+    (a transform, JSON or CSV inference).
     """
-    from runner.spec import check_spec_file
+    from runner.commands.spec_facts import fact_problems
+    from runner.spec.loader import read_spec_file
 
-    if against and len(specs) != 1:
+    if against is not None and len(specs) != 1:
         raise click.UsageError("--against compares one spec with one table; give one spec")
     bad = 0
     for path in specs:
-        spec, problems = check_spec_file(path)
+        read = read_spec_file(path)
+        problems = sorted(
+            [*read.problems, *fact_problems(read, path)], key=lambda p: (p.line, p.column)
+        )
         for problem in problems:
             click.echo(scrub(str(problem)))
         if problems:
@@ -56,15 +67,15 @@ def validate(specs: tuple[str, ...], against: str | None) -> None:
     if bad:
         click.echo(f"{bad} of {len(specs)} spec(s) invalid", err=True)
         sys.exit(2)
-    if against:
-        _compare(spec, against)
+    if against is not None:
+        _compare(read.spec, against)
 
 
 def _compare(spec: PipelineSpec | None, table: str) -> None:
     from runner.commands.schema_against import compare_with_table
 
     assert spec is not None, "a valid spec file loads"
-    comparison = compare_with_table(spec, table)
+    comparison = compare_with_table(spec, table or spec.target.path)
     for line in comparison.lines(spec):
         click.echo(scrub(line))
     if comparison.exit_code:

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from runner.delta.directory import check_new_table_location
 from runner.delta.schema import SchemaPlan, plan_schema
 from runner.delta.schema_evolution import SchemaChange
 from runner.delta.schema_rewrite import SchemaRewrite, pending_renames_and_drops, plan_for_target
-from runner.delta.snapshot import open_table
+from runner.delta.snapshot import TableSnapshot, open_table
 from runner.errors import SchemaChangeError, UserError
 from runner.sources.kinds import kind_of
 from runner.sources.model import InputSchema
@@ -30,6 +31,21 @@ from runner.spec.model import PipelineSpec
 from runner.spec.transform_schema import transform_schema
 from runner.storage.location import is_local, locate
 from runner.storage.meta_columns import CHANGE_TYPE, META_COLUMNS
+
+
+@dataclass(frozen=True)
+class TableCheck:
+    """The checks a run makes of its table before it reads anything (the stored settings,
+    or the directory a new table would go to), and a warning about the table compared."""
+
+    refusal: str | None = None  # the run's own refusal, one or more lines
+    warning: str | None = None
+
+    def refused_lines(self) -> list[str]:
+        if not self.refusal:
+            return []
+        first, *more = self.refusal.splitlines()
+        return [f"  refused: {first}", *(f"  {line}" for line in more)]
 
 
 @dataclass(frozen=True)
@@ -41,14 +57,26 @@ class Comparison:
     refusal: str | None = None
     compared: bool = True
     rewrite: SchemaRewrite = field(default_factory=SchemaRewrite)  # target.rename and drop
+    settings: TableCheck = field(default_factory=lambda: TableCheck())
 
     @property
     def exit_code(self) -> int:
         """0: the input fits; 1: not compared (only Spark knows the input's schema);
         2: a run would be refused."""
+        if self.settings.refusal:
+            return 2
         return 1 if not self.compared else 2 if self.refusal else 0
 
     def lines(self, spec: PipelineSpec) -> list[str]:
+        """The warning and the refused settings, if any, then the schema's comparison."""
+        lines = self._schema_lines(spec)
+        refused = self.settings.refused_lines()
+        if refused:  # after the head line, or first where the schema is not compared
+            lines = lines[:1] + refused + lines[1:] if self.compared else refused + lines
+        warning = self.settings.warning
+        return [f"warning: {warning}", *lines] if warning else lines
+
+    def _schema_lines(self, spec: PipelineSpec) -> list[str]:
         target = spec.target
         if not self.compared:
             return [
@@ -96,10 +124,11 @@ def compare_with_table(spec: PipelineSpec, table_uri: str) -> Comparison:
     """The schema changes a run of `spec` would make to the table at `table_uri`."""
     if is_local(table_uri):
         table_uri = os.path.abspath(table_uri)
+    snapshot = open_table(locate(table_uri))
+    settings = check_table(spec, table_uri, snapshot)
     found = input_schema(spec)
     if found.schema is None:
-        return Comparison(table_uri, None, found.origin, compared=False)
-    snapshot = open_table(locate(table_uri))
+        return Comparison(table_uri, None, found.origin, compared=False, settings=settings)
     version = snapshot.version if snapshot is not None else None
     target = spec.target
     try:
@@ -110,11 +139,41 @@ def compare_with_table(spec: PipelineSpec, table_uri: str) -> Comparison:
         stored = rewrite.apply(snapshot.arrow_schema()) if snapshot is not None else None
         if target.operation == "delete":
             plan = plan_schema(stored, stored, table_uri) if stored is not None else None
-            return Comparison(table_uri, version, found.origin, plan, rewrite=rewrite)
+            return Comparison(
+                table_uri, version, found.origin, plan, rewrite=rewrite, settings=settings
+            )
         plan = plan_for_target(found.schema, stored, target, table_uri)
     except (SchemaChangeError, UserError) as refused:
-        return Comparison(table_uri, version, found.origin, refusal=str(refused))
-    return Comparison(table_uri, version, found.origin, plan, rewrite=rewrite)
+        refusal = str(refused)
+        return Comparison(table_uri, version, found.origin, refusal=refusal, settings=settings)
+    return Comparison(table_uri, version, found.origin, plan, rewrite=rewrite, settings=settings)
+
+
+def check_table(spec: PipelineSpec, table_uri: str, snapshot: TableSnapshot | None) -> TableCheck:
+    """What a run's preflight (runner/pipeline/preflight.py) would refuse of the table at
+    `table_uri` before reading anything: settings that differ from the table's stored ones
+    (runner/delta/table_config.py), or a new table's directory holding other files; and a
+    warning when there is no table there while the spec's own target holds one."""
+    try:
+        if snapshot is not None:
+            # the key generator's settings come from its class, which imports pyspark (no JVM)
+            from runner.delta.table_config import check_table_settings
+
+            check_table_settings(spec.file, spec.target, snapshot, table_uri)
+            return TableCheck()
+        check_new_table_location(locate(table_uri), "the table")
+    except UserError as refused:
+        return TableCheck(refusal=str(refused))
+    own = spec.target.path
+    # an object store only where TABLE is on one too: a local TABLE asks no credentials
+    if own.rstrip("/") != table_uri.rstrip("/") and (is_local(own) or not is_local(table_uri)):
+        theirs = open_table(locate(own))
+        if theirs is not None:
+            return TableCheck(
+                warning=f"no table at {table_uri}, while the spec's target {own} holds one "
+                f"(version {theirs.version}); `--against` without TABLE compares with it"
+            )
+    return TableCheck()
 
 
 def input_schema(spec: PipelineSpec) -> InputSchema:

@@ -107,13 +107,17 @@ def _is_timestamp(schema: pa.Schema, name: str) -> bool:
     return data_type is not None and pa.types.is_timestamp(data_type)
 
 
-def check_table_settings(spec_path: str, target: Target, snapshot: TableSnapshot) -> None:
-    """Raise TableMismatchError listing every setting where the spec and the table differ."""
+def check_table_settings(
+    spec_path: str, target: Target, snapshot: TableSnapshot, table: str | None = None
+) -> None:
+    """Raise TableMismatchError listing every setting where the spec and the table differ;
+    `table` names the table in the message (target.path unless given)."""
     stored = snapshot.configuration
     wanted = table_settings(target)
+    table = table or target.path
     if stored.get("runner.format.version") is None:
         raise TableMismatchError(
-            f"{target.path} is a Delta table not written by runner (no runner.* settings); "
+            f"{table} is a Delta table not written by runner (no runner.* settings); "
             "point target.path at a new location or at a runner table"
         )
     lines = []
@@ -131,5 +135,5 @@ def check_table_settings(spec_path: str, target: Target, snapshot: TableSnapshot
             lines.append(problem)
     if lines:
         raise TableMismatchError(
-            f"the spec disagrees with the table at {target.path}:\n" + "\n".join(lines)
+            f"the spec disagrees with the table at {table}:\n" + "\n".join(lines)
         )

@@ -31,6 +31,7 @@ from runner.sources.model import SourcePlan
 from runner.sources.plan import read_input
 from runner.spec.debezium import OP, POSITION
 from runner.spec.model import PipelineSpec, Target
+from runner.spec.text_order import text_order_fix, text_order_refusal
 from runner.storage.meta_columns import (
     COMMIT_TIMESTAMP,
     COMMIT_VERSION,
@@ -186,17 +187,9 @@ def _refuse_text_order(schema: StructType, target: Target) -> None:
     kind = schema[column].dataType
     if target.precombine_string_order or not isinstance(kind, StringType | CharType | VarcharType):
         return
-    setting, rows = (
-        (f"cdc.sequence_by '{column}'", "events")
-        if target.cdc
-        else (f"precombine_field '{column}'", "records")
-    )
     raise UserError(
-        f"{setting} is a {kind.simpleString()} column, so {rows} would be ordered as text "
-        f"('9' above '10'); nothing was written. Declare its type: in the source's schema "
-        f"(`{column} long`, `{column} timestamp`, ...) or with CAST({column} AS BIGINT) AS "
-        f"{column} in transform.sql; or set target.precombine_string_order: true if text "
-        "order is meant"
+        f"{text_order_refusal(target, kind.simpleString())}; nothing was written. "
+        f"{text_order_fix(column)}"
     )
 
 

@@ -139,12 +139,7 @@ def _changes_read(
     """The source's change data feed after the checkpoint, the versions a restore undid
     (and the restore) left out."""
     if not has_change_feed(table):
-        raise UserError(
-            f"{where}: {uri} keeps no change data feed, so its deletes cannot be handed on; "
-            "set target.change_data_feed: true in the pipeline that writes it (deletes are "
-            "then recorded from its next run on), or set `deletes: ignore` in this source's "
-            "incremental to read its inserted and updated rows only"
-        )
+        raise UserError(no_change_feed(uri, where))
     version = table.version()
     if not net.read:  # caught up, or every version after the checkpoint undone
         return DeltaRead([], [], version, files_total, 0, {}, None, net)
@@ -152,6 +147,17 @@ def _changes_read(
     instants = [v.instant for v in plan.versions if v.files]
     paths = [f.path for f in plan.files]
     return DeltaRead(paths, instants, version, files_total, 0, {}, plan, net)
+
+
+def no_change_feed(uri: str, where: str) -> str:
+    """Why `{since: last}` cannot hand on the deletes of the table at `uri`, and the fix
+    (a run's refusal, and `runner validate`'s: runner/commands/spec_facts.py)."""
+    return (
+        f"{where}: {uri} keeps no change data feed, so its deletes cannot be handed on; "
+        "set target.change_data_feed: true in the pipeline that writes it (deletes are "
+        "then recorded from its next run on), or set `deletes: ignore` in this source's "
+        "incremental to read its inserted and updated rows only"
+    )
 
 
 def _vectors(table: DeltaTable, uri: str, paths: list[str]) -> dict[str, DeletionVector]:

@@ -35,7 +35,7 @@ def column_problems(doc: Located, file: str) -> list[SpecProblem]:
     if source["format"] not in FILE_FORMATS or "schema" not in source:
         return []
     declared = ddl_columns(source["schema"])
-    discovered = _partition_directories(source.get("path", ""), Path(file).parent)
+    discovered = partition_directories(source.get("path", ""), Path(file).parent)
     if declared is None or discovered is None:  # Spark tells at run time
         return []
     columns = (*declared, *(c for c in discovered if c not in declared))
@@ -55,7 +55,7 @@ def column_problems(doc: Located, file: str) -> list[SpecProblem]:
     return list(problems.values())
 
 
-def _partition_directories(path: str, base: Path) -> list[str] | None:
+def partition_directories(path: str, base: Path) -> list[str] | None:
     """The columns Spark's partition discovery adds to a file source (`dt=.../hr=...`
     directories beside a declared schema), looked for down the first directories of a local
     path; None where they cannot be known without the store (a URI, a `${env:NAME}`)."""

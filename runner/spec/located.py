@@ -33,12 +33,34 @@ class Located:
     data: Any
     value_marks: dict[Path_, Mark]
     key_marks: dict[Path_, Mark]
+    lines: tuple[str, ...] = ()  # the file's text
 
     def mark(self, path: Path_, key: bool = False) -> Mark:
         marks = self.key_marks if key else self.value_marks
         while path not in marks and path:
             path = path[:-1]
         return marks.get(path, (1, 1))
+
+    def mark_within(self, path: Path_, offset: int) -> Mark:
+        """Where character `offset` of the string at `path` is in the file, when the YAML
+        holds the string as it is (a literal block `|`, or a scalar on one line); else
+        where the value starts."""
+        line, col = self.mark(path)
+        text = self.lines[line - 1] if line <= len(self.lines) else ""
+        value = value_at(self.data, path)
+        if not isinstance(value, str) or offset < 0 or offset > len(value):
+            return line, col
+        row = value.count("\n", 0, offset)
+        column = offset - (value.rfind("\n", 0, offset) + 1)
+        if text[col - 1 : col].startswith("|"):  # the block's lines, indented alike
+            content = self.lines[line : line + value.rstrip("\n").count("\n") + 1]
+            indent = min((len(c) - len(c.lstrip(" ")) for c in content if c.strip()), default=0)
+            return line + 1 + row, indent + column + 1
+        if "\n" not in value:  # plain, or quoted without escapes before it
+            start = text.find(value, col - 1)
+            if start in (col - 1, col):
+                return line, start + column + 1
+        return line, col
 
 
 @dataclass
@@ -49,8 +71,9 @@ class Problems:
     file: str
     found: list[SpecProblem] = field(default_factory=list)
 
-    def __call__(self, path: Path_, message: str) -> None:
-        line, col = self.doc.mark(path)
+    def __call__(self, path: Path_, message: str, offset: int | None = None) -> None:
+        """A problem at `path` (at character `offset` of its string, where given)."""
+        line, col = self.doc.mark(path) if offset is None else self.doc.mark_within(path, offset)
         self.found.append(SpecProblem(self.file, line, col, dotted(path), message))
 
 
@@ -69,7 +92,7 @@ def locate(text: str, file: str) -> tuple[Located | None, list[SpecProblem]]:
     walk = _Walk(file)
     walk.node(node, ())
     data = yaml.safe_load(text)
-    return Located(data, walk.values, walk.keys), walk.problems
+    return Located(data, walk.values, walk.keys, tuple(text.splitlines())), walk.problems
 
 
 @dataclass

@@ -99,3 +99,32 @@ def _describe(value: Any) -> str:
     if isinstance(value, (list, dict)):
         return kind
     return f"{kind} {json.dumps(value)}"
+
+
+# Keys whose value decides which other settings apply: a spec with one of these invalid is not
+# checked on (every rule would be judged against a value the user did not mean).
+_DECIDING = ("operation", "merge_mode", "table_type", "format", "type")
+
+
+def invalid_parts(data: Any) -> tuple[list[Path_], list[Path_]] | None:
+    """The parts of a spec that break the JSON Schema, as the fields to leave out so that
+    the rest can still be checked: (unknown keys, values of a wrong type or out of range).
+    None when leaving them out gives no valid spec: a required key missing, a list item
+    wrong, a setting that decides which others apply wrong."""
+    unknown: list[Path_] = []
+    wrong: list[Path_] = []
+    for err in _validator().iter_errors(data):
+        path: Path_ = tuple(err.absolute_path)
+        if err.validator == "additionalProperties":
+            known = set(err.schema.get("properties", {}))
+            unknown += [(*path, extra) for extra in sorted(set(err.instance) - known)]
+        elif err.validator == "required" or not _leaves_out(path):
+            return None
+        else:
+            wrong.append(path)
+    return unknown, wrong
+
+
+def _leaves_out(path: Path_) -> bool:
+    """A wrong value at `path` can be left out: a mapping's key that decides nothing."""
+    return bool(path) and isinstance(path[-1], str) and path[-1] not in _DECIDING

@@ -39,7 +39,7 @@ def transform_schema(sql: str, tables: Mapping[str, pa.Schema]) -> pa.Schema | s
     """The result's schema, or why it is Spark's to decide."""
     schema: dict[str, object] = {}
     for name, table in tables.items():
-        columns = _sql_columns(table)
+        columns = sql_columns(table)
         if columns is None:
             return f"source '{name}' has a column type this check does not read"
         schema[name] = columns
@@ -117,7 +117,7 @@ def _unqualified(expression: exp.Expr) -> exp.Expr:
     return expression.copy().transform(bare)
 
 
-def _sql_columns(table: pa.Schema) -> dict[str, str] | None:
+def sql_columns(table: pa.Schema) -> dict[str, str] | None:
     columns = {f.name: _sql_type(f.type) for f in table}
     if any(kind is None for kind in columns.values()):
         return None

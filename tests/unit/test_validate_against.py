@@ -6,6 +6,7 @@ the changes this command lists."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,10 +16,13 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from click.testing import CliRunner
-from deltalake import write_deltalake
 
 from runner.cli import cli
+from runner.delta.table_config import table_settings
+from runner.delta.table_setup import TableFeaturesWanted, create_table
+from runner.spec import load_spec
 from runner.spec.transform_schema import transform_schema
+from runner.storage.location import locate
 
 TABLE = pa.table(
     {
@@ -52,7 +56,11 @@ def _spec(tmp_path: Path, source: dict, transform: str | None = None, **target) 
 
 
 def _against(tmp_path: Path, spec: Path, table: str = "table") -> tuple[int, list[str]]:
-    write_deltalake(str(tmp_path / "table"), TABLE, mode="overwrite")
+    """validate SPEC --against TABLE, after writing the spec's table with its settings."""
+    target = load_spec(spec).target
+    shutil.rmtree(tmp_path / "table", ignore_errors=True)
+    wanted = TableFeaturesWanted()
+    create_table(locate(str(tmp_path / "table")), "t", TABLE.schema, table_settings(target), wanted)
     result = CliRunner().invoke(cli, ["validate", str(spec), "--against", str(tmp_path / table)])
     lines = [line.replace(str(tmp_path), "T") for line in result.output.splitlines()]
     return result.exit_code, lines
@@ -136,7 +144,12 @@ def test_an_inferred_schema_and_a_new_table_say_what_they_are(tmp_path):
     assert code == 1 and "Spark infers the schema of source 'src' (json)" in lines[1]
     spec = _spec(tmp_path, {"format": "json", "schema": "id long, city string"})
     code, lines = _against(tmp_path, spec, table="elsewhere")
-    assert (code, lines[2]) == (0, "  a first run creates it with 2 column(s)")
+    assert (code, lines[1], lines[3]) == (
+        0,
+        "warning: no table at T/elsewhere, while the spec's target T/table holds one "
+        "(version 0); `--against` without TABLE compares with it",
+        "  a first run creates it with 2 column(s)",
+    )
 
 
 @pytest.mark.parametrize(
@@ -281,3 +294,68 @@ def test_parquet_files_that_disagree_and_computed_subquery_columns_are_not_guess
     assert code == 1 and "column n of transform.sql is `COALESCE(n, 0)`" in lines[1]
     code, lines = _against(tmp_path, _spec(tmp_path, source, "SELECT id, CAST(n AS INT) FROM src"))
     assert code == 1 and "`CAST(n AS INT)` has no alias" in lines[1]
+
+
+def test_the_settings_a_run_would_refuse_are_listed_with_the_schema(tmp_path):
+    """Table type, key generator, record key and partition fields differ from the table's:
+    the run's own refusal, every difference; the schema is compared too."""
+    spec = _spec(
+        tmp_path, {"format": "json", "schema": "id long, city string, n int, s struct<a:bigint>"}
+    )
+    _against(tmp_path, spec)  # the table, with the settings of this spec
+    changed = _spec(
+        tmp_path,
+        {
+            "format": "json",
+            "schema": "id long, city string, n int, s struct<a:bigint>, note string",
+        },
+        table_type="MERGE_ON_READ",
+        record_key=["id", "n"],
+        key_generator={"type": "COMPLEX", "partition_fields": "n"},
+    )
+    result = CliRunner().invoke(cli, ["validate", str(changed), "--against"])
+    lines = [line.replace(str(tmp_path), "T") for line in result.output.splitlines()]
+    assert result.exit_code == 2
+    fix = "a table keeps the settings it was created with; write to a new target.path to change it"
+    assert lines[1] == (
+        "against T/table (version 0; input schema from the schema source 'src' declares; "
+        "target.schema_evolution: add)"
+    )
+    assert lines[2] == "  refused: the spec disagrees with the table at T/table:"
+    assert lines[3:] == [
+        f"    table.type: table has 'COPY_ON_WRITE', spec T/v.yaml has 'MERGE_ON_READ' -> {fix}",
+        f"    index.hash.fields: table has 'id', spec T/v.yaml has 'id,n' -> {fix}",
+        f"    keygen.type: table has 'SIMPLE', spec T/v.yaml has 'COMPLEX' -> {fix}",
+        f"    keygen.record.key: table has 'id', spec T/v.yaml has 'id,n' -> {fix}",
+        f"    keygen.partition.fields: table has 'city', spec T/v.yaml has 'n' -> {fix}",
+        "  adds column note (string)",
+    ]
+
+
+def test_against_without_a_table_compares_with_the_spec_s_own_target(tmp_path):
+    spec = _spec(
+        tmp_path,
+        {"format": "json", "schema": "id long, city string, n int, s struct<a:bigint>, extra int"},
+    )
+    _against(tmp_path, spec)
+    result = CliRunner().invoke(cli, ["validate", str(spec), "--against"])
+    lines = [line.replace(str(tmp_path), "T") for line in result.output.splitlines()]
+    assert (result.exit_code, lines[1].split(" (")[0], lines[2:]) == (
+        0,
+        "against T/table",
+        ["  adds column extra (integer)"],
+    )
+
+
+def test_a_new_table_s_directory_holding_other_files_is_refused_as_a_run_refuses_it(tmp_path):
+    spec = _spec(tmp_path, {"format": "json", "schema": "id long, city string"})
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "data.csv").write_text("id\n1\n")
+    result = CliRunner().invoke(cli, ["validate", str(spec), "--against", str(tmp_path / "old")])
+    lines = [line.replace(str(tmp_path), "T") for line in result.output.splitlines()]
+    assert (result.exit_code, lines[2]) == (
+        2,
+        "  refused: the table T/old is not empty and holds no Delta table (data.csv); the "
+        "runner creates a new table only in an empty or missing directory: choose an empty "
+        "location",
+    )
