@@ -53,7 +53,7 @@ from runner.sources.debezium_types import (
     decimal_of,
     row_columns,
 )
-from runner.sources.kafka_values import KAFKA_NAMES, origin
+from runner.sources.kafka_values import KAFKA_NAMES, origin, registry_values
 from runner.sources.text_records import (
     CORRUPT,
     MALFORMED_FILE,
@@ -129,8 +129,6 @@ def decode_debezium(records: DataFrame, source: Source) -> DataFrame:
 
 def _avro_events(events: DataFrame, source: Source) -> DataFrame:
     """Events in Avro through a schema registry (Confluent's AvroConverter)."""
-    from runner.sources.kafka_values import registry_values
-
     where = f"source '{source.name}'"
     decoded, reader = registry_values(events, source)
     frame = events.select(decoded.alias(_EVENT), "value", *KAFKA_NAMES)
