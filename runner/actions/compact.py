@@ -38,6 +38,7 @@ from runner.delta.snapshot import DataFile, Group, TableSnapshot, open_table
 from runner.delta.table_config import check_table_settings
 from runner.delta.transaction import BucketClash, Commit, Resolver, changed_buckets
 from runner.errors import CommitConflictError, UserError
+from runner.index.naming import commits_among
 from runner.jvm.session import spark_session
 from runner.progress import Progress
 from runner.spec.model import CompactionSpec, PipelineSpec
@@ -86,7 +87,8 @@ class BucketState:
 
     def past(self, limits: CompactionSpec) -> bool:
         return (
-            max(len(u.files) for u in self.units) >= limits.max_delta_files
+            max(commits_among(f.path for f in u.files) for u in self.units)
+            >= limits.max_delta_files
             or self.deleted_rows > limits.max_deleted_fraction * self.stored_rows
         )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 FILE_NAME_RE = re.compile(
@@ -22,6 +23,17 @@ class DataFileName:
     file_id: str
     write_token: str
     instant: str
+
+
+def commits_among(paths: Iterable[str]) -> int:
+    """How many commits wrote these data files: their distinct instants (a file whose name
+    does not say counts as one of its own). A bulk load's several files of a bucket are one
+    base, written together, not delta files to compact."""
+    instants = set()
+    for path in paths:
+        found = FILE_NAME_RE.match(path.rsplit("/", 1)[-1])
+        instants.add(found["instant"] if found else path)
+    return len(instants)
 
 
 def new_instant() -> str:

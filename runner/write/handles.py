@@ -17,8 +17,9 @@ pick one handle per changed group in `handle_for`, and that handle's `files()` n
   vector for them (one DV file per group). The bucket's earlier delta files go
   into the new file too while they are small next to its base file
   (DeltaFileLimits.fold_fraction), and are replaced: a bucket settles at a base file and
-  one delta file. A bucket with `max_delta_files` files, or whose deleted fraction would
-  pass `max_deleted_fraction`, gets a MergeHandle instead.
+  one delta file. A bucket whose files come from `max_delta_files` commits (a bulk load's
+  several files of a bucket are one), or whose deleted fraction would pass
+  `max_deleted_fraction`, gets a MergeHandle instead.
 
 What the merged rows are is the merge rule's business (runner/write/merge_rules.py): a
 handle writes whatever the rule returns, with the tombstones it hands over. The commit
@@ -42,7 +43,7 @@ import pyarrow as pa
 from runner import faults
 from runner.delta.deletion_vectors import DeletionVectorFile
 from runner.delta.snapshot import DataFile, Group
-from runner.index.naming import data_file_path, new_file_id
+from runner.index.naming import commits_among, data_file_path, new_file_id
 from runner.storage.meta_columns import CHANGE_DATA_DIR, COMMIT_SEQNO, RECORD_KEY
 from runner.storage.parquet_file import BucketFile, conform
 from runner.write import tombstones
@@ -278,10 +279,11 @@ class DeltaFileLimits:
     fold_fraction: float = 0.25
 
     def exceeded(self, stored: StoredBucket, dropped: np.ndarray) -> bool:
-        """The bucket has too many files, or would have too many deleted rows."""
+        """The bucket's files come from too many commits (a base and its delta files, as
+        Hudi counts delta commits), or it would have too many deleted rows."""
         rows = sum(f.num_records for f in stored.files)
         return (
-            len(stored.files) >= self.max_files
+            commits_among(f.path for f in stored.files) >= self.max_files
             or stored.deleted_with(dropped) > self.max_deleted_fraction * rows
         )
 

@@ -108,6 +108,30 @@ def test_max_delta_files_caps_the_files_of_a_bucket(spark, tmp_path, table):
     assert city_content(tmp_path / "table").set_index("id").loc[5, "ts"] == 6
 
 
+def test_a_bulk_loads_several_files_of_a_bucket_are_its_base_not_delta_files(spark, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    limits = {"max_delta_files": 2}
+    load = write_spec(tmp_path, _target(operation="bulk_insert", compaction=limits))
+    (tmp_path / "in").mkdir()
+    for part in range(4):  # several input tasks: each writes its own file per bucket
+        rows = pa.Table.from_pandas(city_rows(range(part * 100, part * 100 + 100), 1))
+        pq.write_table(rows, tmp_path / "in" / f"{part}.parquet")
+    run_pipeline(load_spec(load), spark=spark)
+    loaded = open_table(str(tmp_path / "table")).files_by_group()
+    base = max(loaded.values(), key=len)  # the load's base of a bucket: files of one commit
+    assert len(base) >= 2
+    key = int(pl.read_parquet(str(tmp_path / "table" / base[0].path))["id"][0])
+    spec = write_spec(tmp_path, _target(compaction=limits), name="up")
+    first = _upsert(spark, tmp_path, spec, city_rows([key], 2))
+    # one commit wrote the bucket: a deletion vector and a delta file, no rewrite
+    assert (first.buckets_rewritten, first.buckets_with_deletion_vectors) == (0, 1)
+    second = _upsert(spark, tmp_path, spec, city_rows([key], 3))
+    assert second.buckets_rewritten == 1  # two commits wrote it now: max_delta_files 2
+    assert city_content(tmp_path / "table").set_index("id").loc[key, "ts"] == 3
+
+
 def test_small_delta_files_are_folded_into_the_next_one(spark, tmp_path):
     # one bucket per partition, large enough that a few rows are small beside its base file
     spec = write_spec(tmp_path, _target(index={"buckets": 1}))
