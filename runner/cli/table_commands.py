@@ -301,13 +301,14 @@ class ReadOptions:
 @click.argument("table")
 @click.option(
     "--since",
-    metavar="INSTANT",
-    help="Only the changes (or rows) of the commits after this instant.",
+    metavar="WHEN",
+    help="Only the changes (or rows) of the commits after this instant, or this moment: "
+    "30m, 24h, 7d ago, or a UTC date or time.",
 )
 @click.option(
     "--until",
-    metavar="INSTANT",
-    help="Only the changes (or rows) of the commits at or before this instant.",
+    metavar="WHEN",
+    help="Only the changes (or rows) of the commits at or before this instant (or moment).",
 )
 @click.option(
     "--as-of",
@@ -362,7 +363,9 @@ def read(options: ReadOptions) -> None:
     delta-spark's readChangeFeed does. On a table without one they return the rows whose
     _commit_time is in (SINCE, UNTIL] in their current state, like Hudi's incremental query:
     deletes are missing (a note on stderr says so). Instants are yyyyMMddHHmmssSSS (UTC), as
-    in _commit_time and in every run summary. Starts no JVM; the row count goes to stderr.
+    in _commit_time and in every run summary; a moment is also a time ago (30m, 24h, 7d) or
+    a UTC date or time (2026-11-25, 2026-11-25T10:00), as `runner history --since` takes
+    it. Starts no JVM; the row count goes to stderr.
     """
     from runner.commands.read import read_rows, write_rows
 
