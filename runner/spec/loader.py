@@ -18,6 +18,7 @@ from runner.spec.build import build
 from runner.spec.columns import column_problems
 from runner.spec.located import Located, locate
 from runner.spec.model import PipelineSpec
+from runner.spec.nearest import did_you_mean
 from runner.spec.password_checks import password_problems
 from runner.spec.paths import unset_path_variables, with_paths_resolved
 from runner.spec.schema_check import schema_problems
@@ -40,7 +41,8 @@ def check_spec_file(
     try:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
-        return None, [SpecProblem(shown, 1, 1, "", f"cannot read the file: {exc.strerror}")]
+        hint = did_you_mean(shown) if isinstance(exc, FileNotFoundError) else ""
+        return None, [SpecProblem(shown, 1, 1, "", f"cannot read the file: {exc.strerror}{hint}")]
     doc, problems = locate(text, shown)
     if doc is None:
         return None, problems
