@@ -252,7 +252,6 @@ def compact(spec: str, partitions: tuple[str, ...], dry_run: bool, as_json: bool
 
     Each folded bucket becomes one file sorted by key, in one commit that changes no row.
     A bucket a writer changes meanwhile is left for the next compaction, never half done.
-
     """
     from runner.actions.compact import compact_table
 

@@ -86,19 +86,8 @@ def history_records(target: str) -> tuple[str, list[dict[str, Any]]]:
 
 
 COLUMNS: tuple[str, ...] = (
-    *(
-        "started (UTC)",
-        "pipeline",
-        "kind",
-        "outcome",
-        "version",
-        "read",
-        "ins",
-        "upd",
-        "del",
-        "quar",
-    ),
-    *("written", "seconds", "run"),
+    *("started (UTC)", "pipeline", "kind", "outcome", "version", "read", "ins", "upd"),
+    *("del", "quar", "written", "seconds", "run"),
 )
 
 
