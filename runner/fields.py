@@ -3,6 +3,7 @@ dotted, nested) input field, in one place below both."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pyspark.sql import Column
@@ -13,6 +14,7 @@ from runner.errors import UserError
 from runner.spec.model import PipelineSpec
 
 INPUT_COLUMNS = "the input's columns"
+_UNNAMED = re.compile(r"_c\d+")  # Spark's names for a CSV file's columns without a header
 
 
 def columns_of(spec: PipelineSpec) -> str:
@@ -45,7 +47,19 @@ def missing_field(role: str, name: str, names: list[str], where: str) -> str:
     """The message for a field the spec names (`name`, as `role`) that is not among `names`
     (`where` says whose they are)."""
     listed = ", ".join(names) or "none"
-    return f"the {role} field '{name}' is not among {where}: {listed}{case_hint(name, names)}"
+    hint = case_hint(name, names) or header_hint(names)
+    return f"the {role} field '{name}' is not among {where}: {listed}{hint}"
+
+
+def header_hint(names: list[str]) -> str:
+    """What to set when `names` are Spark's for a CSV file read without its header (_c0,
+    _c1, ...; Hudi's CSV source reads none either unless told), or nothing."""
+    if not names or not all(_UNNAMED.fullmatch(n) for n in names):
+        return ""
+    return (
+        "; those are Spark's names for the columns of a CSV file read without its header: "
+        "set the source's options.header: true (or declare its schema:)"
+    )
 
 
 def case_hint(name: str, names: list[str]) -> str:

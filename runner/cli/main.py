@@ -18,19 +18,28 @@ import click
 from runner import __version__
 from runner.cli import deploy_commands, pipeline_commands, table_commands
 from runner.errors import InvalidSpecError, RunnerError, UserError
+from runner.spec.nearest import nearest_name, nearest_path
 from runner.spec.secrets import scrub
+
+_COMMAND_CUTOFF = 0.75  # `reed` is `read`; `orders` is no `render`
 
 
 class _DefaultToRun(click.Group):
-    """`runner SPEC.yaml` is `runner run SPEC.yaml`."""
+    """`runner SPEC.yaml` is `runner run SPEC.yaml`, unless SPEC.yaml is a command's name
+    mistyped (`runner reed`: no such file, and near `read`), which click then names."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         i = 0
         while i < len(args) and args[i].startswith("-"):
             i += 2 if args[i] == "--log-format" else 1  # skip the group's own options
-        if i < len(args) and args[i] not in self.commands:
+        if i < len(args) and args[i] not in self.commands and not self._mistyped(args[i]):
             args = [*args[:i], "run", *args[i:]]
         return super().parse_args(ctx, args)
+
+    def _mistyped(self, word: str) -> bool:
+        if word.endswith((".yaml", ".yml")) or os.path.lexists(word) or nearest_path(word):
+            return False  # a spec's path, or a file's name mistyped: `runner run` says which
+        return nearest_name(word, self.commands, cutoff=_COMMAND_CUTOFF) is not None
 
 
 @click.group(cls=_DefaultToRun, context_settings={"help_option_names": ["-h", "--help"]})

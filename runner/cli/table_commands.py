@@ -3,10 +3,11 @@ read, inspect. The table actions (runner/actions) do the work; these parse and p
 
 from __future__ import annotations
 
+import inspect as docstrings
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import click
@@ -24,6 +25,17 @@ if TYPE_CHECKING:
     from runner.summary import ActionFigures
 
 _POLICY = click.Choice(["multiple_rehash", "overwrite", "split"])
+
+
+def _on_spec_or_table(command: click.Command) -> click.Command:
+    """Its --help says what its SPEC|TABLE argument takes (runner/commands/table_spec.py)."""
+    either = (
+        "SPEC|TABLE: the pipeline's spec, or its table (a path or URI): then the table's "
+        "stored settings, and the defaults for what only a spec says (target.cleaning, "
+        "compaction, index.expansion, spark, history)."
+    )
+    command.help = f"{docstrings.cleandoc(command.help or '')}\n\n{either}"
+    return command
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,8 +89,9 @@ def _expansion_options(command: Callable[..., None]) -> Callable[..., None]:
     return command
 
 
+@_on_spec_or_table
 @click.command()
-@click.argument("spec", type=click.Path(dir_okay=False))
+@click.argument("spec", type=click.Path(), metavar="SPEC|TABLE")
 @_expansion_options
 @click.option("--dry-run", is_flag=True, help="Print the plan only (same as `runner plan`).")
 @options_as(ExpandOptions)
@@ -97,8 +110,9 @@ def expand(options: ExpandOptions) -> None:
     _expand(options)
 
 
+@_on_spec_or_table
 @click.command()
-@click.argument("spec", type=click.Path(dir_okay=False))
+@click.argument("spec", type=click.Path(), metavar="SPEC|TABLE")
 @_expansion_options
 @options_as(ExpandOptions)
 def plan(options: ExpandOptions) -> None:
@@ -111,13 +125,12 @@ def plan(options: ExpandOptions) -> None:
 
 def _expand(options: ExpandOptions) -> None:
     from runner.actions.expand import ExpansionRequest, expand_table
-    from runner.pipeline.open_key import keyed_spec
-    from runner.spec import load_spec
+    from runner.commands.table_spec import spec_of
 
     request = ExpansionRequest(
         options.buckets, options.policy, options.partitions, options.dry_run, options.split
     )
-    pipeline = keyed_spec(load_spec(options.spec))
+    pipeline = spec_of(options.spec)
 
     def work() -> tuple[ExpansionPlan, ExpandSummary | None]:
         return expand_table(pipeline, request, console_progress=sys.stderr.isatty())
@@ -167,18 +180,18 @@ def _act(
 ) -> None:
     """A table action's command: `action` on the spec's table, recorded with its result's
     figures unless it is a dry run; its result printed as text, or JSON with `as_json`."""
-    from runner.pipeline.open_key import keyed_spec
-    from runner.spec import load_spec
+    from runner.commands.table_spec import spec_of
 
-    pipeline = keyed_spec(load_spec(spec))
+    pipeline = spec_of(spec)
     done = _observed(pipeline, kind, lambda: action(pipeline), lambda d: d.record(), dry_run)
     click.echo(
         json.dumps(scrub_values(done.to_dict()), indent=2) if as_json else scrub(done.render())
     )
 
 
+@_on_spec_or_table
 @click.command()
-@click.argument("spec", type=click.Path(dir_okay=False))
+@click.argument("spec", type=click.Path(), metavar="SPEC|TABLE")
 @click.option(
     "--retain-commits",
     type=click.IntRange(min=1),
@@ -217,8 +230,9 @@ def clean(
     )
 
 
+@_on_spec_or_table
 @click.command()
-@click.argument("spec", type=click.Path(dir_okay=False))
+@click.argument("spec", type=click.Path(), metavar="SPEC|TABLE")
 @click.option(
     "--partition",
     "partitions",
@@ -247,8 +261,9 @@ def compact(spec: str, partitions: tuple[str, ...], dry_run: bool, as_json: bool
     _act(spec, "compaction", work, dry_run, as_json)
 
 
+@_on_spec_or_table
 @click.command()
-@click.argument("spec", type=click.Path(dir_okay=False))
+@click.argument("spec", type=click.Path(), metavar="SPEC|TABLE")
 @click.option(
     "--to",
     "to",
@@ -300,16 +315,17 @@ class ReadOptions:
 
 
 @click.command()
-@click.argument("table")
+@click.argument("table", metavar="TABLE|SPEC")
 @click.option(
     "--since",
-    metavar="INSTANT",
-    help="Only the changes (or rows) of the commits after this instant.",
+    metavar="WHEN",
+    help="Only the changes (or rows) of the commits after this instant, or this moment: "
+    "30m, 24h, 7d ago, or a UTC date or time.",
 )
 @click.option(
     "--until",
-    metavar="INSTANT",
-    help="Only the changes (or rows) of the commits at or before this instant.",
+    metavar="WHEN",
+    help="Only the changes (or rows) of the commits at or before this instant (or moment).",
 )
 @click.option(
     "--as-of",
@@ -364,12 +380,17 @@ def read(options: ReadOptions) -> None:
     delta-spark's readChangeFeed does. On a table without one they return the rows whose
     _commit_time is in (SINCE, UNTIL] in their current state, like Hudi's incremental query:
     deletes are missing (a note on stderr says so). Instants are yyyyMMddHHmmssSSS (UTC), as
-    in _commit_time and in every run summary. Starts no JVM; the row count goes to stderr.
+    in _commit_time and in every run summary; a moment is also a time ago (30m, 24h, 7d) or
+    a UTC date or time (2026-11-25, 2026-11-25T10:00), as `runner history --since` takes
+    it. Starts no JVM; the row count goes to stderr. TABLE|SPEC: the table, or a spec (its
+    target table).
     """
     from runner.commands.read import read_rows, write_rows
+    from runner.commands.table_spec import table_of
 
     if options.fmt == "parquet" and not options.out:
         raise click.UsageError("--format parquet writes a file: give --out PATH")
+    options = replace(options, table=table_of(options.table))
     if options.by_key:
         _read_keys(options)
         return
@@ -406,7 +427,7 @@ def _read_keys(options: ReadOptions) -> None:
 
 
 @click.command()
-@click.argument("table", type=click.Path(file_okay=False))
+@click.argument("table", type=click.Path(), metavar="TABLE|SPEC")
 @click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON.")
 @click.option(
     "--plot",
@@ -417,11 +438,13 @@ def inspect(table: str, as_json: bool, plot: str | None) -> None:
     """Rows, bytes and skew per partition and bucket of a runner table.
 
     Reads only the Delta log's statistics: no data file, no JVM. Skew is the largest
-    bucket over the mean bucket of its partition; 1.0 is an even spread.
+    bucket over the mean bucket of its partition; 1.0 is an even spread. TABLE|SPEC: the
+    table, or a spec (its target table).
     """
     from runner.commands.inspect import inspect_table, plot_report, render_report
+    from runner.commands.table_spec import table_of
 
-    report = inspect_table(table)
+    report = inspect_table(table_of(table))
     click.echo(json.dumps(report, indent=2) if as_json else render_report(report))
     if plot:
         plot_report(report, plot)

@@ -45,16 +45,25 @@ def history_of(target: str) -> str:
 
 def since_moment(text: str, now: dt.datetime) -> dt.datetime:
     """--since: 30m, 24h, 7d ago, or a UTC date or time (2026-11-25, 2026-11-25T10:00)."""
+    moment = moment_of(text, now)
+    if moment is None:
+        raise UserError(
+            f"--since {text!r}: give a time ago (30m, 24h, 7d) or a UTC date or time "
+            "(2026-11-25, 2026-11-25T10:00)"
+        )
+    return moment
+
+
+def moment_of(text: str, now: dt.datetime) -> dt.datetime | None:
+    """The moment `text` names, as --since takes it (a time ago: 30m, 24h, 7d; or a date
+    or time, UTC unless it gives its zone), or None when it names none."""
     ago = _AGO.match(text.strip())
     if ago:
         return now - dt.timedelta(**{_UNITS[ago.group(2)]: int(ago.group(1))})
     try:
         moment = dt.datetime.fromisoformat(text)
     except ValueError:
-        raise UserError(
-            f"--since {text!r}: give a time ago (30m, 24h, 7d) or a UTC date or time "
-            "(2026-11-25, 2026-11-25T10:00)"
-        ) from None
+        return None
     return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
 
 
@@ -77,8 +86,8 @@ def history_records(target: str) -> tuple[str, list[dict[str, Any]]]:
 
 
 COLUMNS: tuple[str, ...] = (
-    *("started (UTC)", "kind", "outcome", "version", "read", "ins", "upd", "del", "quar"),
-    *("written", "seconds", "run"),
+    *("started (UTC)", "pipeline", "kind", "outcome", "version", "read", "ins", "upd"),
+    *("del", "quar", "written", "seconds", "run"),
 )
 
 
@@ -92,6 +101,7 @@ def render(path: str, records: list[dict[str, Any]], total: int) -> str:
         rows.append(
             (
                 f"{r['started_at']:%Y-%m-%d %H:%M:%S}",
+                r["pipeline"],
                 r["kind"],
                 r["outcome"],
                 "" if r["version"] is None else str(r["version"]),

@@ -53,6 +53,9 @@ class KeyLookup:
     opened: Mapping[str, int]  # per partition path: the data files opened, where any
     row_groups_read: int
     pruning: str  # BY_BUCKET, or why only key ranges could be used
+    # what the table's keys look like, when a key asked is not of that form (a bare value
+    # where keys are `order_id:1,customer_id:7`)
+    form: KeyHasher | None = None
 
     @property
     def files_opened(self) -> int:
@@ -72,7 +75,7 @@ class KeyLookup:
             more = (
                 f" and {len(missing) - SHOWN_MISSING} more" if len(missing) > SHOWN_MISSING else ""
             )
-            head += f"; not found: {shown}{more}"
+            head += f"; not found: {shown}{more}{self._form_hint(missing)}"
         counts = set(self.opened.values())
         if not counts:
             per = "none"
@@ -86,6 +89,17 @@ class KeyLookup:
             f"{self.files_opened} of {self.files_total} file(s) opened ({per}), "
             f"{self.row_groups_read} row group(s) read{how}"
         )
+
+    def _form_hint(self, missing: Sequence[str]) -> str:
+        """How the table's keys are written, when a key not found is not written so."""
+        form = self.form
+        unformed = [k for k in missing if form is not None and form.field_values(k) is None]
+        if form is None or not unformed:
+            return ""
+        example = f"{form.record_key[0]}:{unformed[0]}"
+        if len(form.record_key) > 1:
+            example += "," + ",".join(f"{name}:..." for name in form.record_key[1:])
+        return f" (a key of this table is {form.key_form()}, e.g. {example})"
 
 
 def read_keys(table: str, keys: Iterable[str], as_of: str | None = None) -> pa.Table:
@@ -127,8 +141,16 @@ def lookup_keys(table: str, keys: Iterable[str], as_of: str | None = None) -> Ke
         row_groups=groups,
         total=len(files),
     )
+    hasher = key_hasher(conf)
     return KeyLookup(
-        _in_key_order(rows, wanted), wanted, snapshot.version, len(files), opened, groups, pruning
+        _in_key_order(rows, wanted),
+        wanted,
+        snapshot.version,
+        len(files),
+        opened,
+        groups,
+        pruning,
+        hasher if isinstance(hasher, KeyHasher) and hasher.composite else None,
     )
 
 

@@ -95,8 +95,10 @@ def preview_keys(
         parsed = reader.json(spark.sparkContext.parallelize(lines, 1))
     except (AnalysisException, ParseException) as exc:
         raise UserError(f"--schema {schema!r}: {str(exc).splitlines()[0]}") from exc
-    numbered = parsed.withColumn(ORDER, F.monotonically_increasing_id())
-    keyed = add_key_columns(numbered, target, layout).orderBy(ORDER)
+    # numbered once keyed, so that a field missing from the records is not looked up among
+    # columns that list ORDER; keying adds columns only: the one partition keeps line order
+    keyed = add_key_columns(parsed, target, layout)
+    keyed = keyed.withColumn(ORDER, F.monotonically_increasing_id()).orderBy(ORDER)
     try:
         rows = keyed.select(ORDER, RECORD_KEY, PARTITION_PATH, BUCKET, KEY_ERROR).collect()
     except Exception as exc:  # a malformed line in FAILFAST mode

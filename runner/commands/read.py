@@ -14,6 +14,7 @@ a few record keys from the files that can hold them (runner/commands/key_lookup.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sys
 from dataclasses import dataclass, replace
@@ -91,12 +92,7 @@ def read_rows(
         table = DeltaTable(path, storage_options=location.storage_options())
     except TableNotFoundError:
         raise UserError(f"no Delta table at {path}") from None
-    for name, value in (("--since", since), ("--until", until)):
-        if value is not None and not is_instant(value):
-            raise UserError(
-                f"{name} {value!r} is not an instant; write yyyyMMddHHmmssSSS, e.g. "
-                "20261122093000000 (the _commit_time of a row, or a run summary's instant)"
-            )
+    since, until = instant_of("--since", since), instant_of("--until", until)
     pull = since is not None or until is not None
     point_in_time = as_of is not None or as_of_business_time is not None
     if pull and not point_in_time and has_change_feed(table):
@@ -113,6 +109,24 @@ def read_rows(
         load_as_of(location, table, as_of)
     result = _read_state(location, table, since, until, as_of_business_time)
     return replace(result, note=note)
+
+
+def instant_of(option: str, value: str | None) -> str | None:
+    """The instant (yyyyMMddHHmmssSSS, UTC) of --since or --until: given as one, or as
+    `runner history --since` takes a moment (7d, 24h, 30m ago; a date or time)."""
+    from runner.commands.history import moment_of
+
+    if value is None or is_instant(value):
+        return value
+    moment = moment_of(value, dt.datetime.now(dt.UTC))
+    if moment is None:
+        raise UserError(
+            f"{option} {value!r} is not an instant; write yyyyMMddHHmmssSSS, e.g. "
+            "20261122093000000 (the _commit_time of a row, or a run summary's instant), a "
+            "time ago (30m, 24h, 7d) or a UTC date or time (2026-11-25, 2026-11-25T10:00)"
+        )
+    utc = moment.astimezone(dt.UTC)
+    return f"{utc:%Y%m%d%H%M%S}{utc.microsecond // 1000:03d}"
 
 
 def _read_changes(

@@ -17,7 +17,10 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from runner.errors import UserError
-from runner.storage.location import S3_SCHEMES, is_local, locate, scheme
+from runner.spec.nearest import did_you_mean
+from runner.storage.location import S3_SCHEMES, is_local, local_path, locate, scheme
+
+_GLOB = "*?[{"  # Spark reads a glob's matches; it may match nothing yet
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,7 @@ def list_new_files(uri: str, since: FileCheckpoint | None) -> NewFiles:
         fs, root = pafs.LocalFileSystem(), uri
     info = fs.get_file_info(root)
     if info.type == pafs.FileType.NotFound:
-        raise UserError(f"source path {uri} does not exist")
+        raise UserError(f"source path {uri} does not exist{_nearest(uri)}")
     if info.type == pafs.FileType.File:
         found = [info]
         base = root.rsplit("/", 1)[0]
@@ -102,6 +105,20 @@ def list_new_files(uri: str, since: FileCheckpoint | None) -> NewFiles:
     paths = [_full(uri, f.path) for _, _, f in fresh]
     until = FileCheckpoint(newest, tuple(sorted(names)))
     return NewFiles(_full(uri, base), paths, until, sum(f.size or 0 for _, _, f in fresh))
+
+
+def check_path(uri: str, where: str) -> None:
+    """A local source path (not a glob) that does not exist, refused before Spark starts,
+    with the nearest existing name; an object store's path is left to the read."""
+    path = local_path(uri)
+    if path is None or any(c in path for c in _GLOB) or os.path.exists(path):
+        return
+    raise UserError(f"{where}: path {uri} does not exist{_nearest(uri)}")
+
+
+def _nearest(uri: str) -> str:
+    path = local_path(uri)
+    return did_you_mean(path) if path is not None else ""
 
 
 def _stamp(info: pafs.FileInfo, local: bool) -> int:

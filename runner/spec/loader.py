@@ -22,6 +22,7 @@ from runner.spec.columns import column_problems
 from runner.spec.debezium import finished, imply_settings
 from runner.spec.located import Located, dotted, locate, value_at
 from runner.spec.model import PipelineSpec
+from runner.spec.nearest import did_you_mean
 from runner.spec.password_checks import password_problems
 from runner.spec.paths import unset_path_variables, with_paths_resolved
 from runner.spec.schema_check import invalid_parts, schema_problems
@@ -76,9 +77,9 @@ def read_spec_file(
     try:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
-        return SpecRead(
-            None, [SpecProblem(shown, 1, 1, "", f"cannot read the file: {exc.strerror}")]
-        )
+        hint = did_you_mean(shown) if isinstance(exc, FileNotFoundError) else ""
+        message = f"cannot read the file: {exc.strerror}{hint}"
+        return SpecRead(None, [SpecProblem(shown, 1, 1, "", message)])
     doc, problems = locate(text, shown)
     if doc is None:
         return SpecRead(None, problems)

@@ -28,7 +28,7 @@ from deltalake import write_deltalake
 from runner.observe.history import read as read_history
 from runner.pipeline.run import run_pipeline
 from runner.spec import load_spec
-from tests.cli_in_process import run_cli, shared_session
+from tests.cli_in_process import no_spark, run_cli, shared_session
 from tests.helpers import file_bytes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
@@ -134,6 +134,23 @@ CASES = {
         lambda w: _spec({"format": "json", "path": str(w / "nowhere")}, w / "table"),
         2,
         "nowhere",
+    ),
+    "misspelt_source_path": (  # found before Spark starts, with the name beside it
+        lambda w: _spec({"format": "json", "path": str(w / "inn")}, w / "table"),
+        2,
+        "error: source 'src': path {}/inn does not exist; did you mean {}/in?",
+    ),
+    "csv_read_without_header": (  # as import-hudi's spec of a CSV source without one
+        lambda w: _spec(
+            {
+                **_csv_source(w / "cases" / "csv_read_without_header" / "in", "1,a,9\n"),
+                "options": {},
+            },
+            w / "table",
+        ),
+        2,
+        "not among the columns of source 'src': _c0, _c1, _c2; those are Spark's names for the "
+        "columns of a CSV file read without its header: set the source's options.header: true",
     ),
     "corrupt_parquet": (
         lambda w: _spec(_corrupt_parquet(w / "cases" / "corrupt_parquet" / "in"), w / "table"),
@@ -412,13 +429,19 @@ def test_bad_input_is_named_and_changes_nothing(work, name):
 
     done = _run(work, name, build(work))
 
-    _check(done, code, expected)
+    _check(done, code, expected.replace("{}", str(work)))
     after = (
         file_bytes(work / "table"),
         file_bytes(work / "old_dataset"),
         file_bytes(work / "foreign"),
     )
     assert after == before
+
+
+def test_a_misspelt_source_path_is_refused_before_spark_starts(work, monkeypatch):
+    no_spark(monkeypatch)
+    done = _run(work, "misspelt_source_path", CASES["misspelt_source_path"][0](work))
+    assert done.returncode == 2 and f"did you mean {work}/in?" in done.stderr
 
 
 @pytest.mark.parametrize("name", ["yaml_syntax", "corrupt_parquet"])

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+from tests.cli_in_process import run_cli
 from tests.reference import bucket_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,6 +42,12 @@ def test_plan_expand_inspect_then_the_next_run(tmp_path):
     assert plan["files_read"] == len(DeltaTable(str(table)).file_uris())
     assert len(plan["partitions"]) == 5 and not plan["shuffle"]
     assert DeltaTable(str(table)).version() == 1
+    # the table itself, for the spec: its stored settings (in this process: no JVM)
+    by_table = run_cli("plan", str(table), "--buckets", "32", "--json")
+    assert by_table.returncode == 0, by_table.stderr
+    assert json.loads(by_table.stdout)["plan"] == plan
+    by_spec = run_cli("inspect", str(tmp_path / "pipelines" / "quickstart.yaml"))
+    assert by_spec.returncode == 0 and by_spec.stdout == run_cli("inspect", str(table)).stdout
 
     refused = _runner(tmp_path, "expand", "pipelines/quickstart.yaml", "--buckets", "24")
     assert refused.returncode == 2
@@ -76,7 +83,7 @@ def test_plan_expand_inspect_then_the_next_run(tmp_path):
     assert (split["modulus_before"], split["buckets_after"]) == (32, [hot, hot + 32])
     unknown = _runner(tmp_path, "expand", "pipelines/quickstart.yaml", "--bucket", "city=x/1")
     assert unknown.returncode == 2 and "holds no data" in unknown.stderr
-    done = _runner(tmp_path, "expand", "pipelines/quickstart.yaml", "--bucket", name)
+    done = _runner(tmp_path, "expand", str(table), "--bucket", name)  # the table, no spec
     assert done.returncode == 0, done.stderr
     assert "committed version 3" in done.stdout and "1 split alone" in done.stdout
     inspected = _runner(tmp_path, "inspect", str(table))

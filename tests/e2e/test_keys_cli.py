@@ -43,6 +43,15 @@ def test_keys_prints_one_line_per_record_in_order(tmp_path, spark, monkeypatch):
     assert out[2]["partition_path"] == "city=__HIVE_DEFAULT_PARTITION__"
     assert "cannot be null or empty" in out[1]["error"]
 
+    missing = run_cli(  # the record key field is not in the records: their columns listed
+        "keys", str(ROOT / "pipelines" / "quickstart.yaml"), "--records", str(records),
+        "--schema", "city string",
+    )  # fmt: skip
+    assert missing.returncode == 2
+    assert missing.stderr.splitlines()[-1].endswith(
+        "the record key field 'trip_id' is not among the input's columns: city"
+    )
+
 
 def test_keys_with_a_bad_spec_exits_2(tmp_path, monkeypatch):
     no_spark(monkeypatch)

@@ -359,8 +359,21 @@ def test_runner_read_pulls_commits_since_an_instant_and_reads_as_of(spark, tmp_p
     got = rows[["id", "country", "ts", "v"]].sort_values(["country", "id"]).reset_index(drop=True)
     pd.testing.assert_frame_equal(got, states[0], check_dtype=False)
 
+    # what `runner history --since` takes: a time ago, a UTC date or time
+    every = len(states[2])
+    for given, rows in [
+        (["--since", "1d"], every),
+        (["--since", "2999-01-01"], 0),
+        (["--until", "1d"], 0),
+        (["--until", "2999-01-01T00:00"], every),
+    ]:
+        pulled_then = CliRunner().invoke(cli, ["read", table, *given])
+        assert pulled_then.exit_code == 0, pulled_then.output
+        assert len(pulled_then.stdout.splitlines()) == rows, given
+
     bad = CliRunner().invoke(cli, ["read", table, "--since", "yesterday"])
     assert bad.exit_code != 0 and "is not an instant" in str(bad.exception)
+    assert "a time ago (30m, 24h, 7d)" in str(bad.exception)
 
 
 def _two_file_sources(tmp_path: Path):

@@ -80,7 +80,7 @@ def test_a_missing_source_path_is_a_user_error(spark, tmp_path, csv_and_json):
     sources = [
         {**csv_and_json[0], "path": "missing", "schema": "order_id long, country string, ts long"}
     ]
-    with pytest.raises(UserError, match=r"source 'orders' \(csv at .*missing\): .*PATH_NOT_FOUND"):
+    with pytest.raises(UserError, match=r"source 'orders': path .*/missing does not exist$"):
         run_pipeline(_spec(tmp_path, None, sources), spark=spark)
 
 

@@ -43,3 +43,18 @@ def test_the_table_itself_as_the_working_directory(warehouse, monkeypatch):
     shown = CliRunner().invoke(cli, ["history", "."])
     assert shown.exit_code == 0, shown.output
     assert "1 of 1 record(s)" in shown.output
+
+
+def test_two_pipelines_writing_one_table_are_told_apart(warehouse):
+    backfill = RunRecord(
+        "cafe00000002", "run", "orders_backfill", str(warehouse / "orders"), "1" * 16,
+        "bulk_insert", AT + dt.timedelta(hours=1), AT + dt.timedelta(hours=1, seconds=9),
+        "committed", version=1, write=WriteFigures(inserted=5),
+    )  # fmt: skip
+    assert history.append(str(warehouse / "_runner_history" / "orders"), [backfill])
+    shown = CliRunner().invoke(cli, ["history", "orders"])
+    assert shown.exit_code == 0, shown.output
+    head, newer, older = shown.output.splitlines()[:3]
+    assert head.split()[:4] == ["started", "(UTC)", "pipeline", "kind"]
+    assert newer.split()[2:4] == ["orders_backfill", "run"]
+    assert older.split()[2:4] == ["orders", "run"]

@@ -22,6 +22,7 @@ from runner.pipeline.commit_stage import RunRule
 from runner.storage.location import locate
 from runner.storage.meta_columns import META_FIELDS
 from runner.storage.parquet_file import BucketFile
+from tests.cli_in_process import run_cli
 from tests.helpers import keys_target
 from tests.reference import bucket_of, spark_hash
 
@@ -182,3 +183,18 @@ def test_no_key_and_no_table_are_refused(tmp_path, grouped):
         lookup_keys(grouped, [])
     with pytest.raises(UserError, match="no Delta table at"):
         lookup_keys(str(tmp_path / "none"), ["x"])
+
+
+def test_a_key_not_in_the_tables_key_form_is_shown_that_form(tmp_path):
+    """`runner read --key 1` where keys are `order_id:1,customer_id:7` (COMPLEX)."""
+    location = locate(str(tmp_path / "orders"))
+    target = keys_target(tmp_path, {"type": "COMPLEX"}, ["order_id", "customer_id"])
+    create_table(location, "t", SCHEMA, table_settings(target), TableFeaturesWanted())
+
+    done = run_cli("read", location.uri, "--key", "1", "--key", "order_id:2,customer_id:3")
+
+    assert done.returncode == 0 and done.stdout == ""
+    assert done.stderr.splitlines()[0] == (
+        '0 of 2 key(s) found; not found: "1", "order_id:2,customer_id:3" (a key of this table '
+        "is order_id:VALUE,customer_id:VALUE, e.g. order_id:1,customer_id:...)"
+    )

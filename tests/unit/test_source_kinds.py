@@ -80,7 +80,10 @@ def test_every_kind_answers_the_questions_asked_without_a_jvm(kind, tmp_path):
         assert found.schema is None and "whose columns Spark decodes" in found.origin
     assert (kind.rows_from_spark(source) is None) == (kind.format == "parquet")
     assert kind.read_failure("an error no kind knows") is None
-    if kind.lists_files:  # read in full: Spark lists the path itself
+    if kind.lists_files:  # read in full: Spark lists the path itself, once it is there
+        with pytest.raises(UserError, match=r"source 's': path .*/in does not exist"):
+            kind.plan(source, None, frozenset())
+        (tmp_path / "in").mkdir()
         assert kind.plan(source, None, frozenset()).paths is None
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from runner.sources.dataset_names import Dataset, path_dataset
 from runner.sources.kinds.base import SourceKind, declared_schema, where
-from runner.sources.listing import FileCheckpoint, list_new_files
+from runner.sources.listing import FileCheckpoint, check_path, list_new_files
 from runner.sources.model import InputSchema, SourcePlan
 from runner.sources.parquet_schema import parquet_schema
 from runner.spec.derived import FILE_FORMATS, TEXT_FORMATS
@@ -43,6 +43,7 @@ class Files(SourceKind):
                 nothing_new=not found.paths,
                 details={"files": len(found.paths), "bytes": found.bytes},
             )
+        check_path(source.path, where(source))
         if skip:
             # Spark lists the path itself, unless some of its files must be left out
             found = list_new_files(source.path, None)
