@@ -29,7 +29,8 @@ from runner.sources.listing import local_bytes
 from runner.sources.model import SourcePlan
 from runner.sources.plan import nothing_new, plan_live_reads, plan_sources, sources_on_s3
 from runner.sources.restored_source import refuse_undone_reads
-from runner.spec.model import Target
+from runner.spec.model import PipelineSpec, Target
+from runner.storage.location import TableLocation
 from runner.summary import SourceFigures
 
 log = structlog.get_logger(__name__)
@@ -105,19 +106,15 @@ def plan_inputs(
 def _start_spark(
     ctx: RunContext, spark: SparkSession | None, plans: tuple[SourcePlan, ...]
 ) -> SparkSession:
-    """The session with the jars this run needs: JDBC drivers, the S3 connector, and the
-    Delta reader an automatic expansion uses (or the caller's, set up for S3 the same way)."""
-    spec = ctx.spec
+    """The session with the jars this run needs (or the caller's, set up for S3 the same
+    way); a run of a set starts the set's application (RunOptions.application)."""
+    spec, shared = ctx.spec, ctx.options.application
     on_s3 = sources_on_s3(spec)
-    jars = source_jars(spec.sources, under_spark_submit())
-    if on_s3:
-        jars += s3_connector.jars_to_add(on_s3[0], under_spark_submit())
-    if automatic(ctx.target):
-        jars += table_reading_jars(ctx.table)
+    jars = run_jars(spec, ctx.table) + list(shared.jars if shared else ())
     row_sources = any(kind_of(p.source).text_records for p in plans)
     spark = spark or spark_session(
-        spec.spark,
-        spec.name,
+        shared.settings if shared else spec.spark,
+        shared.name if shared else spec.name,
         list(dict.fromkeys(jars)),
         small_input(ctx.target, plans),
         row_sources,
@@ -125,6 +122,18 @@ def _start_spark(
     if on_s3:
         s3_connector.enable(spark, on_s3[1].settings, on_s3[0])
     return spark
+
+
+def run_jars(spec: PipelineSpec, table: TableLocation) -> list[str]:
+    """The jars a run of `spec` needs: JDBC drivers, the S3 connector, and the Delta reader
+    an automatic expansion uses."""
+    on_s3 = sources_on_s3(spec)
+    jars = source_jars(spec.sources, under_spark_submit())
+    if on_s3:
+        jars += s3_connector.jars_to_add(on_s3[0], under_spark_submit())
+    if automatic(spec.target):
+        jars += table_reading_jars(table)
+    return jars
 
 
 def small_input(target: Target, plans: Sequence[SourcePlan]) -> bool:
