@@ -189,7 +189,8 @@ def run(options: RunCommand) -> None:
     output; exit 1 when any failed, 2 when the set is invalid (see `runner validate`).
     The specs must agree on spark.master and every spark.conf setting but spark.sql.*
     runtime ones, which each spec's session gets on its own; a set that does not is
-    refused with the settings named: run those specs apart.
+    refused with the settings named: run those specs apart. --summary-json, --batch-id,
+    --checkpoint, --ignore-checkpoint, --continuous and --dry-run are for one spec.
     """
     from runner.commands.summary_file import write_summary
     from runner.observe.observed import Observer
