@@ -73,7 +73,7 @@ def run_set(paths: Sequence[str], pick: tuple[str, str, bool], fail_fast: bool) 
         f"{len(chosen.members)} spec(s), one after another: "
         f"{', '.join(m.name for m in chosen.members)}{left_out if found.not_specs else ''}"
     )
-    name = Path(paths[0]).name if len(paths) == 1 else chosen.members[0].name
+    name = Path(paths[0]).resolve().name if len(paths) == 1 else chosen.members[0].name
     done = SetRun(chosen, shared, name, sys.stderr.isatty(), fail_fast).run(_show)
     for line in summary_table(done):
         click.echo(scrub(line))

@@ -27,11 +27,10 @@ from runner.jvm.session import spark_session
 from runner.observe.observed import Observer
 from runner.observe.record import one_line
 from runner.pipeline.context import Application, RunOptions
-from runner.pipeline.inputs import run_jars
+from runner.pipeline.inputs import application_jars
 from runner.pipeline.shared_spark import SharedSpark
 from runner.pipeline.spec_set import Member, SpecSet
 from runner.spec.secrets import resolve
-from runner.storage.location import locate
 from runner.summary import RunSummary
 
 if TYPE_CHECKING:
@@ -83,7 +82,8 @@ class SetRun:
     def run(self, on_done: Callable[[SpecOutcome], None]) -> list[SpecOutcome]:
         """Every spec's outcome, in the set's order; `on_done` gets each as it ends."""
         log.info("spec_set_started", specs=[m.name for m in self.specs.members])
-        application = Application(self.name, self.shared.settings, self._jars())
+        specs = tuple(m.spec for m in self.specs.members)
+        application = Application(self.name, self.shared.settings, specs)
         outcomes: dict[str, SpecOutcome] = {}
         for member in self.specs.members:
             why = self._why_skip(member, outcomes)
@@ -95,11 +95,6 @@ class SetRun:
             outcomes[member.name] = outcome
             on_done(outcome)
         return list(outcomes.values())
-
-    def _jars(self) -> tuple[str, ...]:
-        """Every spec's jars, for the one application."""
-        jars = [j for m in self.specs.members for j in run_jars(m.spec, locate(m.spec.target.path))]
-        return tuple(dict.fromkeys(jars))
 
     def _why_skip(self, member: Member, done: dict[str, SpecOutcome]) -> str:
         """Why `member` does not run ('' when it runs): an upstream failed or was skipped,
@@ -136,7 +131,8 @@ class SetRun:
         the spec has settings of its own (then it is started here, for them)."""
         own = resolve(dict(self.shared.own.get(member.name, {})), where="spark.conf")
         if self.base is None and own:
-            self.base = spark_session(application.settings, application.name, application.jars)
+            jars = application_jars(application)
+            self.base = spark_session(application.settings, application.name, jars)
         if self.base is None:
             return None
         session = self.base.newSession()

@@ -27,12 +27,12 @@ def batch_app_id(spec: PipelineSpec, batch_id: str) -> str:
 @dataclass(frozen=True)
 class Application:
     """The Spark application a set of specs shares (runner/commands/spec_set_run.py): the
-    settings and jars of the session a run starts, in place of its own spec's, so that
-    every spec of the set can run in it."""
+    session a run starts has these settings, in place of its own spec's, and the jars of
+    every spec of the set, so that each of them can run in it."""
 
     name: str
     settings: SparkSettings
-    jars: tuple[str, ...] = ()
+    specs: tuple[PipelineSpec, ...] = ()
 
 
 @dataclass(frozen=True)

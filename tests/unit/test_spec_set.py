@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from runner.cli.main import cli, run_command
 from runner.pipeline.shared_spark import check_set, shared_spark
 from runner.pipeline.spec_set import find_spec_files, load_spec_set
+from tests.unit.test_validate import _validate_without_jvm
 
 TARGET = {
     "operation": "upsert",
@@ -86,6 +87,7 @@ def test_validate_of_a_directory_prints_the_order_and_the_files_left_out(specs):
     assert f"{specs / 'a_gold.yaml'}: ok" in result.stdout
     assert "1 YAML file(s) without a target: left out" in result.stdout
     assert result.stdout.splitlines()[-1] == "run order: alpha, bronze, silver, gold, zeta"
+    assert "run order: alpha" in _validate_without_jvm(specs)
 
 
 def test_a_circle_is_refused_with_its_specs_named(specs, monkeypatch):
