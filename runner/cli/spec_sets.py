@@ -4,6 +4,7 @@ what they print and their exit codes; runner/commands/spec_set_run.py does the w
 from __future__ import annotations
 
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -100,6 +101,11 @@ def _show(outcome: SpecOutcome) -> None:
     if outcome.summary is not None:
         click.echo(scrub(outcome.summary.render()))
     elif outcome.result == "failed":
+        debug = (click.get_current_context().find_root().obj or {}).get("debug")
+        if debug and outcome.error is not None:
+            click.echo(
+                scrub("".join(traceback.format_exception(outcome.error))), err=True, nl=False
+            )
         click.echo(scrub(f"{outcome.member.file}: failed: {outcome.reason}"), err=True)
     else:
         click.echo(f"{outcome.member.name}: skipped {outcome.reason}", err=True)

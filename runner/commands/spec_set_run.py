@@ -53,6 +53,7 @@ class SpecOutcome:
     summary: RunSummary | None = None
     reason: str = ""  # failed: the error on one line; skipped: why
     seconds: float = 0.0
+    error: Exception | None = field(default=None, compare=False)  # failed: the error
 
     def text(self) -> str:
         if self.result == "committed":
@@ -118,7 +119,9 @@ class SetRun:
         except Exception as failure:
             seconds = time.monotonic() - started
             log.warning("spec_failed", pipeline=member.name, error=type(failure).__name__)
-            return SpecOutcome(member, "failed", reason=_reason(failure), seconds=seconds)
+            return SpecOutcome(
+                member, "failed", reason=_reason(failure), seconds=seconds, error=failure
+            )
         finally:
             self.base = self.base or _active_session()
             structlog.contextvars.clear_contextvars()  # the run's id and name end with it
