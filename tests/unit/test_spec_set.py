@@ -214,3 +214,19 @@ def test_a_failed_spec_skips_its_downstreams_and_with_fail_fast_the_rest(specs, 
     assert result.stdout.splitlines()[-1].startswith(
         "4 spec(s): 1 nothing new, 1 failed, 2 skipped"
     )
+
+
+def test_every_spec_s_problems_are_reported_and_nothing_runs(specs, tmp_path, monkeypatch):
+    for file in ("alpha.yaml", "more/c_bronze.yaml"):
+        path = specs / file
+        path.write_text(path.read_text().replace("operation: upsert", "operation: merge"))
+    result = CliRunner().invoke(cli, ["validate", str(specs)])
+    assert result.exit_code == 2
+    problems = [line for line in result.stdout.splitlines() if "target.operation" in line]
+    assert [p.split(":")[0] for p in problems] == [
+        str(specs / "alpha.yaml"),
+        str(specs / "more" / "c_bronze.yaml"),
+    ]
+    assert "2 of 5 spec(s) invalid" in result.stderr
+    assert _exit_code(monkeypatch, "run", str(specs)) == 2
+    assert not (tmp_path / "tables").exists()
