@@ -203,9 +203,8 @@ def run(options: RunCommand) -> None:
         raise click.UsageError("give --checkpoint or --ignore-checkpoint, not both")
     if options.dry_run and options.continuous:
         raise click.UsageError("--dry-run shows one run; it does not go with --continuous")
-    pipeline = load_spec(
-        options.specs[0], parse_transform=False
-    )  # Spark's parser reads it in the run
+    # the transform is read by Spark's parser in the run
+    pipeline = load_spec(options.specs[0], parse_transform=False)
     chosen = RunOptions(
         console_progress=sys.stderr.isatty(),
         batch_id=options.batch_id,
