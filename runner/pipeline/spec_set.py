@@ -87,10 +87,6 @@ class SpecSet:
 
     members: tuple[Member, ...]
     upstreams: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # by spec name
-    not_specs: tuple[str, ...] = ()
-
-    def member(self, name: str) -> Member:
-        return next(m for m in self.members if m.name == name)
 
     def pick(self, select: Sequence[str], exclude: Sequence[str], with_upstream: bool) -> SpecSet:
         """The specs `select` names (every one when empty), with their upstreams when
@@ -102,7 +98,7 @@ class SpecSet:
         chosen -= self._named(exclude)
         members = tuple(m for m in self.members if m.name in chosen)
         upstreams = {m.name: self.upstreams.get(m.name, ()) for m in members}
-        return SpecSet(members, upstreams, self.not_specs)
+        return SpecSet(members, upstreams)
 
     def all_upstreams(self, name: str) -> set[str]:
         """The specs whose tables `name` reads, directly or through others."""
