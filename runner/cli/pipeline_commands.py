@@ -20,7 +20,14 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("specs", nargs=-1, required=True, type=click.Path())
+@click.option(
+    "--set",
+    "as_set",
+    is_flag=True,
+    help="Check the specs as one set, as `runner run` of several specs runs them (a "
+    "directory always is one).",
+)
 @click.option(
     "--against",
     metavar="[TABLE]",
@@ -30,7 +37,7 @@ if TYPE_CHECKING:
     "spec's own target): the settings a run would refuse, the columns it would add or "
     "widen.",
 )
-def validate(specs: tuple[str, ...], against: str | None) -> None:
+def validate(specs: tuple[str, ...], as_set: bool, against: str | None) -> None:
     """Check specs without starting Spark.
 
     Checks each spec against the JSON Schema and the semantic rules, and, where its
@@ -40,6 +47,12 @@ def validate(specs: tuple[str, ...], against: str | None) -> None:
     problem, FILE:LINE:COL: field.path: message, and exits 2 when any spec is invalid.
 
     \b
+    A directory (its *.yaml and *.yml files with a target:), or several specs with
+    --set, is checked as the set `runner run` would run: besides each spec, two specs
+    of one name or one target, specs that read each other's tables in a circle, and
+    Spark settings the specs could not share are refused; the run order is printed.
+
+    \b
     With --against [TABLE] (one spec; without TABLE, its target.path): the settings a run
     would refuse (table type, key generator, record key, partition fields, buckets, change
     feed) and the schema changes it would make to TABLE under target.schema_evolution,
@@ -47,11 +60,15 @@ def validate(specs: tuple[str, ...], against: str | None) -> None:
     exits 2 when a run would be refused, 1 when the input's schema is known only to Spark
     (a transform, JSON or CSV inference).
     """
+    from runner.cli.spec_sets import is_set, validate_set
     from runner.commands.spec_facts import fact_problems
     from runner.spec.loader import read_spec_file
 
-    if against is not None and len(specs) != 1:
+    if against is not None and (len(specs) != 1 or is_set(specs)):
         raise click.UsageError("--against compares one spec with one table; give one spec")
+    if as_set or any(Path(p).is_dir() for p in specs):
+        validate_set(specs)
+        return
     bad = 0
     for path in specs:
         read = read_spec_file(path)
@@ -86,7 +103,7 @@ def _compare(spec: PipelineSpec | None, table: str) -> None:
 class RunCommand:
     """`runner run`'s argument and options."""
 
-    spec: str
+    specs: tuple[str, ...]
     summary_json: str | None
     batch_id: str | None
     checkpoints: tuple[str, ...]
@@ -94,10 +111,14 @@ class RunCommand:
     continuous: bool
     min_interval: str
     dry_run: bool
+    select: str | None
+    exclude: str | None
+    with_upstream: bool
+    fail_fast: bool
 
 
 @click.command()
-@click.argument("spec", type=click.Path(dir_okay=False))
+@click.argument("specs", nargs=-1, required=True, type=click.Path(), metavar="SPEC...")
 @click.option(
     "--summary-json",
     type=click.Path(dir_okay=False, writable=True),
@@ -140,6 +161,22 @@ class RunCommand:
     help="Read, key, judge and merge as a run would, print the summary it would have "
     "committed; write nothing under the table and move no checkpoint.",
 )
+@click.option(
+    "--select",
+    metavar="NAME,...",
+    help="Of a set: run only these specs (a spec's name: or its file's name without .yaml).",
+)
+@click.option("--exclude", metavar="NAME,...", help="Of a set: do not run these specs.")
+@click.option(
+    "--with-upstream",
+    is_flag=True,
+    help="With --select: also run the specs whose tables the selected ones read.",
+)
+@click.option(
+    "--fail-fast",
+    is_flag=True,
+    help="Of a set: after a spec fails, skip the ones not run yet.",
+)
 @options_as(RunCommand)
 def run(options: RunCommand) -> None:
     """Run a pipeline spec: read, transform, key, write, commit.
@@ -152,17 +189,33 @@ def run(options: RunCommand) -> None:
     \b
     Exit codes: 0 done; 2 a problem to fix in the spec, the input or the table settings
     (nothing was written); 1 a failure (the table is as it was before the run).
+
+    \b
+    A directory (its *.yaml and *.yml files with a target:) or several specs run as a
+    set, in one Spark application, one spec after another: a spec with a delta source
+    reading another's target runs after it, others in order of name. Each runs as it
+    would alone (its own commit, checkpoints, history, metrics, lineage) on a Spark
+    session of its own. A failed spec does not stop the others (unless --fail-fast);
+    those reading its table are skipped. A table of every spec's outcome ends the
+    output; exit 1 when any failed, 2 when the set is invalid (see `runner validate`).
+    The specs must agree on spark.master and every spark.conf setting but spark.sql.*
+    runtime ones, which each spec's session gets on its own; a set that does not is
+    refused with the settings named: run those specs apart. --summary-json, --batch-id,
+    --checkpoint, --ignore-checkpoint, --continuous and --dry-run are for one spec.
     """
     from runner.commands.summary_file import write_summary
     from runner.observe.observed import Observer
     from runner.pipeline.context import RunOptions
     from runner.spec import load_spec
 
+    if _as_set(options):
+        return
     if options.checkpoints and options.ignore_checkpoint:
         raise click.UsageError("give --checkpoint or --ignore-checkpoint, not both")
     if options.dry_run and options.continuous:
         raise click.UsageError("--dry-run shows one run; it does not go with --continuous")
-    pipeline = load_spec(options.spec, parse_transform=False)  # Spark's parser reads it in the run
+    # the transform is read by Spark's parser in the run
+    pipeline = load_spec(options.specs[0], parse_transform=False)
     chosen = RunOptions(
         console_progress=sys.stderr.isatty(),
         batch_id=options.batch_id,
@@ -178,6 +231,43 @@ def run(options: RunCommand) -> None:
     click.echo(scrub(summary.render()))
     if options.summary_json:
         write_summary(options.summary_json, summary)
+
+
+def _as_set(options: RunCommand) -> bool:
+    """Run the set when the command names one (True); refuse the options of a set for one
+    spec and those of one spec for a set."""
+    from runner.cli.spec_sets import is_set, run_set
+
+    set_options = {
+        "--select": options.select,
+        "--exclude": options.exclude,
+        "--with-upstream": options.with_upstream,
+        "--fail-fast": options.fail_fast,
+    }
+    if not is_set(options.specs):
+        if any(set_options.values()):
+            named = ", ".join(k for k, v in set_options.items() if v)
+            raise click.UsageError(f"{named} choose among a set: give a directory or specs")
+        return False
+    one_spec = {
+        "--summary-json": options.summary_json,
+        "--batch-id": options.batch_id,
+        "--checkpoint": options.checkpoints,
+        "--ignore-checkpoint": options.ignore_checkpoint,
+        "--continuous": options.continuous,
+        "--dry-run": options.dry_run,
+    }
+    given = [k for k, v in one_spec.items() if v]
+    if given:
+        raise click.UsageError(f"{', '.join(given)} go with one spec, not a set: give one SPEC")
+    if options.with_upstream and not options.select:
+        raise click.UsageError("--with-upstream adds to the specs --select names: give --select")
+    run_set(
+        options.specs,
+        (options.select or "", options.exclude or "", options.with_upstream),
+        options.fail_fast,
+    )
+    return True
 
 
 def _run_continuously(observer: Observer, chosen: RunOptions, options: RunCommand) -> None:

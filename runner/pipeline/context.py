@@ -12,7 +12,7 @@ import structlog
 
 from runner import logs
 from runner.index.naming import new_instant
-from runner.spec.model import PipelineSpec, Target
+from runner.spec.model import PipelineSpec, SparkSettings, Target
 from runner.storage.location import TableLocation, locate
 from runner.summary import StageFailure, Stages
 
@@ -22,6 +22,17 @@ log = structlog.get_logger(__name__)
 def batch_app_id(spec: PipelineSpec, batch_id: str) -> str:
     """The Delta app transaction id that marks a batch of a pipeline as committed."""
     return f"runner/{spec.name}/{batch_id}"
+
+
+@dataclass(frozen=True)
+class Application:
+    """The Spark application a set of specs shares (runner/commands/spec_set_run.py): the
+    session a run starts has these settings, in place of its own spec's, and the jars of
+    every spec of the set, so that each of them can run in it."""
+
+    name: str
+    settings: SparkSettings
+    specs: tuple[PipelineSpec, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -41,6 +52,7 @@ class RunOptions:
     run_id: str | None = None
     instant: str | None = None
     stages: Stages | None = None
+    application: Application | None = None  # shared with other specs' runs
 
 
 @dataclass(frozen=True)

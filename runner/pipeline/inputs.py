@@ -22,14 +22,15 @@ from runner.delta.snapshot import TableSnapshot
 from runner.delta.spark_read import table_reading_jars
 from runner.jvm import s3_connector
 from runner.jvm.session import SMALL_INPUT_BYTES, spark_session, under_spark_submit
-from runner.pipeline.context import RunContext
+from runner.pipeline.context import Application, RunContext
 from runner.sources.checkpoint import Origin, StartingPoints, starting_points
 from runner.sources.kinds import kind_of, source_jars
 from runner.sources.listing import local_bytes
 from runner.sources.model import SourcePlan
 from runner.sources.plan import nothing_new, plan_live_reads, plan_sources, sources_on_s3
 from runner.sources.restored_source import refuse_undone_reads
-from runner.spec.model import Target
+from runner.spec.model import PipelineSpec, Target
+from runner.storage.location import TableLocation, locate
 from runner.summary import SourceFigures
 
 log = structlog.get_logger(__name__)
@@ -105,26 +106,40 @@ def plan_inputs(
 def _start_spark(
     ctx: RunContext, spark: SparkSession | None, plans: tuple[SourcePlan, ...]
 ) -> SparkSession:
-    """The session with the jars this run needs: JDBC drivers, the S3 connector, and the
-    Delta reader an automatic expansion uses (or the caller's, set up for S3 the same way)."""
-    spec = ctx.spec
+    """The session with the jars this run needs (or the caller's, set up for S3 the same
+    way); a run of a set starts the set's application (RunOptions.application)."""
+    spec, shared = ctx.spec, ctx.options.application
+    on_s3 = sources_on_s3(spec)
+    if spark is None:
+        row_sources = any(kind_of(p.source).text_records for p in plans)
+        spark = spark_session(
+            shared.settings if shared else spec.spark,
+            shared.name if shared else spec.name,
+            application_jars(shared) if shared else run_jars(spec, ctx.table),
+            small_input(ctx.target, plans),
+            row_sources,
+        )
+    if on_s3:
+        s3_connector.enable(spark, on_s3[1].settings, on_s3[0])
+    return spark
+
+
+def run_jars(spec: PipelineSpec, table: TableLocation) -> list[str]:
+    """The jars a run of `spec` needs: JDBC drivers, the S3 connector, and the Delta reader
+    an automatic expansion uses; each once."""
     on_s3 = sources_on_s3(spec)
     jars = source_jars(spec.sources, under_spark_submit())
     if on_s3:
         jars += s3_connector.jars_to_add(on_s3[0], under_spark_submit())
-    if automatic(ctx.target):
-        jars += table_reading_jars(ctx.table)
-    row_sources = any(kind_of(p.source).text_records for p in plans)
-    spark = spark or spark_session(
-        spec.spark,
-        spec.name,
-        list(dict.fromkeys(jars)),
-        small_input(ctx.target, plans),
-        row_sources,
-    )
-    if on_s3:
-        s3_connector.enable(spark, on_s3[1].settings, on_s3[0])
-    return spark
+    if automatic(spec.target):
+        jars += table_reading_jars(table)
+    return list(dict.fromkeys(jars))
+
+
+def application_jars(application: Application) -> list[str]:
+    """The jars every spec of the application needs, each once."""
+    jars = [j for s in application.specs for j in run_jars(s, locate(s.target.path))]
+    return list(dict.fromkeys(jars))
 
 
 def small_input(target: Target, plans: Sequence[SourcePlan]) -> bool:

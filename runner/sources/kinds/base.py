@@ -97,6 +97,11 @@ class SourceKind(ABC):
         """The format of a record that does not parse, in its verdict's reason."""
         return self.format
 
+    def table_read(self, source: Source) -> str | None:
+        """The path of the Delta table the source reads (one another spec of a set may
+        write: runner/pipeline/spec_set.py runs that spec first); None for other kinds."""
+        return None
+
 
 def where(source: Source) -> str:
     return f"source '{source.name}'"

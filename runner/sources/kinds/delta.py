@@ -76,6 +76,9 @@ class Delta(SourceKind):
     def datasets(self, source: Source) -> list[Dataset]:
         return [path_dataset(source.path)]
 
+    def table_read(self, source: Source) -> str | None:
+        return source.path
+
     def input_schema(self, source: Source) -> InputSchema:
         declared = declared_schema(source)
         if declared is not None:

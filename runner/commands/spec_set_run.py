@@ -1,0 +1,181 @@
+"""`runner run DIR` (or several specs): a set of specs as one run, in one Spark application.
+
+The specs run one after another in the set's order (upstreams first: runner/spec/spec_set.py),
+each exactly as `runner run SPEC` runs it, through the same Observer: its own commit,
+checkpoints, history record, metrics and lineage. A spec's failure does not stop the others
+(unless fail_fast); the specs that read its table, directly or through others, are skipped.
+
+One application: the first run that needs Spark starts it with the set's settings and every
+spec's jars (RunOptions.application); each later spec runs on a session of its own
+(`SparkSession.newSession()`: the same JVM and executors, its own temporary views and SQL
+settings), so nothing one spec leaves in its session (its sources' views, a spark.sql.*
+setting of its own) reaches the next.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+import structlog
+
+from runner.errors import RunnerError, UserError
+from runner.jvm.session import spark_session
+from runner.observe.observed import Observer
+from runner.observe.record import one_line
+from runner.pipeline.context import Application, RunOptions
+from runner.pipeline.inputs import application_jars
+from runner.pipeline.shared_spark import SharedSpark
+from runner.pipeline.spec_set import Member, SpecSet
+from runner.spec.secrets import resolve
+from runner.summary import RunSummary
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = structlog.get_logger(__name__)
+
+# the outcome column of the summary table: a failure's whole message is in its own line
+OUTCOME_CHARS = 100
+
+Result = Literal["committed", "nothing new", "failed", "skipped"]
+
+
+@dataclass(frozen=True)
+class SpecOutcome:
+    """How one spec of the set ended."""
+
+    member: Member
+    result: Result
+    summary: RunSummary | None = None
+    reason: str = ""  # failed: the error on one line; skipped: why
+    seconds: float = 0.0
+    error: Exception | None = field(default=None, compare=False)  # failed: the error
+
+    def text(self) -> str:
+        if self.result == "committed":
+            assert self.summary is not None
+            return f"committed version {self.summary.version}"
+        if self.result in ("failed", "skipped"):
+            text = f"{self.result}: {self.reason}"
+            return text if len(text) <= OUTCOME_CHARS else text[: OUTCOME_CHARS - 3] + "..."
+        return self.result
+
+    @property
+    def rows(self) -> str:
+        return f"{self.summary.rows_read:,}" if self.summary is not None else "-"
+
+
+@dataclass
+class SetRun:
+    """The set's runs, in its order, in one application."""
+
+    specs: SpecSet
+    shared: SharedSpark
+    name: str  # the application's
+    console_progress: bool = False
+    fail_fast: bool = False
+    base: SparkSession | None = field(default=None, init=False)  # the first session
+
+    def run(self, on_done: Callable[[SpecOutcome], None]) -> list[SpecOutcome]:
+        """Every spec's outcome, in the set's order; `on_done` gets each as it ends."""
+        log.info("spec_set_started", specs=[m.name for m in self.specs.members])
+        specs = tuple(m.spec for m in self.specs.members)
+        application = Application(self.name, self.shared.settings, specs)
+        outcomes: dict[str, SpecOutcome] = {}
+        for member in self.specs.members:
+            why = self._why_skip(member, outcomes)
+            if why:
+                log.warning("spec_skipped", pipeline=member.name, reason=why)
+                outcome = SpecOutcome(member, "skipped", reason=why)
+            else:
+                outcome = self._run_one(member, application)
+            outcomes[member.name] = outcome
+            on_done(outcome)
+        return list(outcomes.values())
+
+    def _why_skip(self, member: Member, done: dict[str, SpecOutcome]) -> str:
+        """Why `member` does not run ('' when it runs): an upstream failed or was skipped,
+        or, with fail_fast, a spec failed before it."""
+        for upstream in self.specs.upstreams.get(member.name, ()):
+            before = done.get(upstream)
+            if before is not None and before.result == "failed":
+                return f"because {upstream} failed"
+            if before is not None and before.result == "skipped":
+                return before.reason
+        failed = [o.member.name for o in done.values() if o.result == "failed"]
+        if self.fail_fast and failed:
+            return f"because {failed[0]} failed (--fail-fast)"
+        return ""
+
+    def _run_one(self, member: Member, application: Application) -> SpecOutcome:
+        started = time.monotonic()
+        options = RunOptions(console_progress=self.console_progress, application=application)
+        try:
+            summary = Observer(member.spec).run(self._session(member, application), options)
+        except Exception as failure:
+            seconds = time.monotonic() - started
+            log.warning("spec_failed", pipeline=member.name, error=type(failure).__name__)
+            return SpecOutcome(
+                member, "failed", reason=_reason(failure), seconds=seconds, error=failure
+            )
+        finally:
+            self.base = self.base or _active_session()
+            structlog.contextvars.clear_contextvars()  # the run's id and name end with it
+        result: Result = "nothing new" if summary.nothing_new else "committed"
+        return SpecOutcome(member, result, summary, seconds=time.monotonic() - started)
+
+    def _session(self, member: Member, application: Application) -> SparkSession | None:
+        """The session `member` runs on: a new one of the application, with the spec's own
+        spark.sql.* settings; None while no run has needed Spark (the run starts it), unless
+        the spec has settings of its own (then it is started here, for them)."""
+        own = resolve(dict(self.shared.own.get(member.name, {})), where="spark.conf")
+        if self.base is None and own:
+            jars = application_jars(application)
+            self.base = spark_session(application.settings, application.name, jars)
+        if self.base is None:
+            return None
+        session = self.base.newSession()
+        for key, value in own.items():
+            if not session.conf.isModifiable(key):
+                raise UserError(
+                    f"{member.file}: spark.conf {key} is fixed when the Spark application "
+                    "starts, so it cannot differ between the specs of a set: give every "
+                    "spec the same value, or run this spec apart"
+                )
+            session.conf.set(key, value)
+        return session
+
+
+def _reason(failure: Exception) -> str:
+    """The failure on one line, as `runner run` would say it."""
+    if isinstance(failure, RunnerError):
+        return one_line(failure)
+    return f"{type(failure).__name__}: {one_line(failure)}"
+
+
+def _active_session() -> SparkSession | None:
+    if "pyspark.sql" not in sys.modules:  # no run so far needed Spark: no JVM yet
+        return None
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()
+
+
+def summary_table(outcomes: list[SpecOutcome]) -> list[str]:
+    """The set's summary: a line per spec (outcome, rows read, seconds), then the counts."""
+    width = max(len(o.member.name) for o in outcomes)
+    lines = [f"{'spec':<{width}}  {'outcome':<40}  {'rows':>10}  {'seconds':>7}"]
+    for o in outcomes:
+        lines.append(f"{o.member.name:<{width}}  {o.text():<40}  {o.rows:>10}  {o.seconds:>7.1f}")
+    counts = {r: sum(o.result == r for o in outcomes) for r in _RESULTS}
+    shown = ", ".join(f"{n} {r}" for r, n in counts.items() if n)
+    total = sum(o.seconds for o in outcomes)
+    lines.append(f"{len(outcomes)} spec(s): {shown} ({total:.1f}s)")
+    return lines
+
+
+_RESULTS: tuple[Result, ...] = ("committed", "nothing new", "failed", "skipped")
