@@ -1,0 +1,50 @@
+"""The local JVM's stderr, without the warning Java prints at every start of Spark 4.2.
+
+Spark's launcher starts every driver JVM with `--add-modules=jdk.incubator.vector`
+(org.apache.spark.launcher.JavaModuleOptions), and Java then prints `WARNING: Using
+incubator modules: jdk.incubator.vector` on stderr, which no Java option turns off. The JVM
+started inside `without_incubator_warning` writes its stderr into a pipe instead, and a
+thread passes every other line on to this process's stderr as it comes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from collections.abc import Iterator
+
+INCUBATOR_WARNING = b"WARNING: Using incubator modules:"
+
+
+@contextlib.contextmanager
+def without_incubator_warning() -> Iterator[None]:
+    """Child processes started in the block (the driver JVM, and the Python workers it starts
+    later) write their stderr through the filter; this process's own stderr is as it was
+    after the block."""
+    sys.stderr.flush()
+    stderr = os.dup(2)
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    threading.Thread(
+        target=_pass_on, args=(read_end, stderr), name="java-stderr", daemon=True
+    ).start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(stderr, 2)
+
+
+def _pass_on(read_end: int, stderr: int) -> None:
+    """Copy the pipe's lines to stderr, but the incubator warning, until the writers end."""
+    with (
+        os.fdopen(read_end, "rb") as pipe,
+        os.fdopen(stderr, "wb", buffering=0) as out,
+        contextlib.suppress(OSError),  # a closed stderr: nothing is left to show it on
+    ):
+        for line in iter(pipe.readline, b""):
+            if not line.startswith(INCUBATOR_WARNING):
+                out.write(line)
