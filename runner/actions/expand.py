@@ -327,11 +327,13 @@ def expand_table(
     request: ExpansionRequest,
     spark: SparkSession | None = None,
     console_progress: bool = False,
+    started: float | None = None,
 ) -> tuple[ExpansionPlan, ExpandSummary | None]:
     """`runner expand`: plan from the Delta log; unless a dry run, do it with `spark`, or a
     session it starts, showing its progress (runner/progress.py: a line rewritten in place
-    when `console_progress`, else log events)."""
-    started = time.perf_counter()
+    when `console_progress`, else log events). Its time counts from `started`
+    (time.perf_counter(); default: now), the caller's start."""
+    started = time.perf_counter() if started is None else started
     target = spec.target
     snapshot = open_table(target.path)
     if snapshot is None:
