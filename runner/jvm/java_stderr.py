@@ -39,12 +39,23 @@ def without_incubator_warning() -> Iterator[None]:
 
 
 def _pass_on(read_end: int, stderr: int) -> None:
-    """Copy the pipe's lines to stderr, but the incubator warning, until the writers end."""
-    with (
-        os.fdopen(read_end, "rb") as pipe,
-        os.fdopen(stderr, "wb", buffering=0) as out,
-        contextlib.suppress(OSError),  # a closed stderr: nothing is left to show it on
-    ):
-        for line in iter(pipe.readline, b""):
-            if not line.startswith(INCUBATOR_WARNING):
-                out.write(line)
+    """Copy what comes through the pipe to stderr as it comes, but the incubator warning's
+    line, until every writer has closed it. A line is held back only while it may still
+    become the warning, so a progress line drawn with `\\r` (no newline) shows at once."""
+    pending = b""
+    with contextlib.suppress(OSError):  # a closed stderr: nothing is left to show it on
+        while chunk := os.read(read_end, 65536):
+            *lines, pending = (pending + chunk).split(b"\n")
+            out = b"".join(line + b"\n" for line in lines if not _warning(line))
+            if pending and not INCUBATOR_WARNING.startswith(pending[: len(INCUBATOR_WARNING)]):
+                out, pending = out + pending, b""
+            if out:
+                os.write(stderr, out)
+        if pending and not _warning(pending):
+            os.write(stderr, pending)
+    os.close(read_end)
+    os.close(stderr)
+
+
+def _warning(line: bytes) -> bool:
+    return line.startswith(INCUBATOR_WARNING)
