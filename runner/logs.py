@@ -12,6 +12,11 @@ import structlog
 
 from runner.spec.secrets import scrub
 
+# Events whose figures the command prints on stdout just after them: a readable log line
+# keeps only what ties it to that output (JSON lines keep every figure, for log stores).
+BRIEF_IN_READABLE_LOGS = {"run_finished": ("pipeline", "version", "instant")}
+EVERY_LINE = ("event", "level", "timestamp", "run_id")
+
 
 def configure(level: str = "info", json_logs: bool | None = None) -> None:
     """Configure structlog once per process; logs go to stderr so stdout stays for results."""
@@ -27,6 +32,7 @@ def configure(level: str = "info", json_logs: bool | None = None) -> None:
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         _scrub_secrets,
+        *([] if json_logs else [_brief]),
         renderer,
     ]
     if sys.stderr.isatty():
@@ -44,6 +50,14 @@ def configure(level: str = "info", json_logs: bool | None = None) -> None:
 def _scrub_secrets(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
     """No resolved `${env:NAME}` value reaches a log line, whatever logged it."""
     return {k: scrub(v) if isinstance(v, str) else v for k, v in event.items()}
+
+
+def _brief(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> Any:
+    """The keys a readable line of an event in BRIEF_IN_READABLE_LOGS keeps."""
+    kept = BRIEF_IN_READABLE_LOGS.get(event.get("event", ""))
+    if kept is None:
+        return event
+    return {k: v for k, v in event.items() if k in kept or k in EVERY_LINE}
 
 
 def _over_progress_line(_logger: Any, _method: str, line: str) -> str:

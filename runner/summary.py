@@ -302,6 +302,8 @@ class RunSummary:
         changed = w.files_added or w.files_removed or w.buckets_with_deletion_vectors
         if self.dry_run:
             head = "would commit a new version" if changed else "would commit nothing"
+        elif self.version is not None and self.batch_id and not changed:
+            head = f"recorded batch {self.batch_id} in version {self.version} (no row changed)"
         elif self.version is not None:
             head = f"committed version {self.version}"
         else:

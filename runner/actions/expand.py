@@ -23,6 +23,7 @@ Plan (`plan_expansion`, `plan_split`, from the Delta log, no Spark) and execute
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -74,8 +75,10 @@ from runner.write.regroup_writer import (
 log = structlog.get_logger(__name__)
 
 
-# A rehash's rows stay out of Spark: only bitmaps of them cross its exchange.
-_NO_ROWS_SHUFFLED = "no rows, bitmaps only"
+# A rehash's rows stay out of Spark: each task reads an old bucket's file and writes its
+# rows into the new buckets itself; what crosses Spark's exchange is, per file, which rows
+# go to which new bucket (runner/actions/rehash_bitmaps.py).
+_NO_ROWS_SHUFFLED = "none: each old bucket's file is split where it is read"
 
 
 @dataclass
@@ -92,7 +95,8 @@ class ExpandSummary:
     files_written: int = 0
     bytes_written: int = 0
     shuffle: bool = False
-    seconds: float = 0.0
+    seconds: float = 0.0  # from the command's start (Spark's start included) to the commit
+    spark_start_seconds: float = 0.0
     buckets_after: dict[str, Any] = field(default_factory=dict)
 
     def record(self) -> ActionFigures:
@@ -114,18 +118,33 @@ class ExpandSummary:
                 f"  files        {self.files_read} read ({human_size(self.bytes_read)}), "
                 f"{self.files_written} written ({human_size(self.bytes_written)})",
                 f"  shuffle      {'all rows (overwrite)' if self.shuffle else _NO_ROWS_SHUFFLED}",
-                f"  time         {self.seconds:.1f}s",
+                f"  time         {self.seconds:.1f}s"
+                + (
+                    f" ({self.spark_start_seconds:.1f}s of it Spark's start)"
+                    if self.spark_start_seconds
+                    else ""
+                ),
             ]
         )
 
 
 def run_expansion(
-    spark: SparkSession, snapshot: TableSnapshot, target: Target, plan: ExpansionPlan
+    spark: SparkSession,
+    snapshot: TableSnapshot,
+    target: Target,
+    plan: ExpansionPlan,
+    started: float | None = None,
+    spark_start: float = 0.0,
 ) -> ExpandSummary:
-    """Rewrite the plan's partitions into their new buckets and commit them in one version."""
+    """Rewrite the plan's partitions into their new buckets and commit them in one version.
+    Its seconds count from `started` (time.perf_counter(): the command's start, so that
+    the summary and the run history give one time), `spark_start` of them Spark's start."""
     change = TableChange(snapshot.location, "expansion", spark, shown=snapshot.uri)
+    if started is not None:
+        change = replace(change, started=started)
     let_spark_read(spark, snapshot.location)
     summary = ExpandSummary(snapshot.uri, plan.policy, change.instant)
+    summary.spark_start_seconds = round(spark_start, 3)
     summary.shuffle = plan.policy == "overwrite"
     summary.buckets_after = layout_dict(plan.layout_after)
     log.info("expansion_started", table=snapshot.uri, policy=plan.policy, instant=summary.instant)
@@ -308,10 +327,13 @@ def expand_table(
     request: ExpansionRequest,
     spark: SparkSession | None = None,
     console_progress: bool = False,
+    started: float | None = None,
 ) -> tuple[ExpansionPlan, ExpandSummary | None]:
     """`runner expand`: plan from the Delta log; unless a dry run, do it with `spark`, or a
     session it starts, showing its progress (runner/progress.py: a line rewritten in place
-    when `console_progress`, else log events)."""
+    when `console_progress`, else log events). Its time counts from `started`
+    (time.perf_counter(); default: now), the caller's start."""
+    started = time.perf_counter() if started is None else started
     target = spec.target
     snapshot = open_table(target.path)
     if snapshot is None:
@@ -325,10 +347,12 @@ def expand_table(
     if request.dry_run:
         return plan, None
     with Progress.start("expand", spec.name, tty=console_progress):
+        starting = time.perf_counter()
         spark = spark or spark_session(
             spec.spark, f"{spec.name}-expand", jars=table_reading_jars(snapshot.location)
         )
-        return plan, run_expansion(spark, snapshot, target, plan)
+        spark_start = time.perf_counter() - starting
+        return plan, run_expansion(spark, snapshot, target, plan, started, spark_start)
 
 
 def automatic(target: Target) -> bool:

@@ -104,6 +104,45 @@ class ExpansionPlan:
         split = [(s.partition_path, b) for s in self.splits for b in s.children]
         return regrown + split
 
+    def files_estimate(self) -> float:
+        """The files the rewrite is expected to write: one per new bucket that gets a row.
+        An old bucket of r rows rehashed into k children fills k(1 - (1 - 1/k)^r) of them
+        on average; an overwrite spreads a partition's rows over all its new buckets."""
+        expected = 0.0
+        for change in self.changes:
+            if self.policy == "overwrite":
+                expected += _filled(change.buckets_after, change.rows)
+                continue
+            children = max(change.buckets_after // max(change.buckets_before, 1), 1)
+            rows: dict[int, int] = {}
+            for f in change.files:
+                rows[f.bucket] = rows.get(f.bucket, 0) + f.live_records
+            expected += sum(_filled(children, r) for r in rows.values())
+        return expected + sum(_filled(2, s.rows) for s in self.splits)
+
+    def bytes_estimate(self) -> int:
+        """The bytes the rewrite is expected to write. A file weighs a fixed part (its
+        footer: schema and statistics) and a part per row, both read off the files read (a
+        least-squares line of size over rows): small files are mostly footer, so splitting
+        them writes more bytes than it reads."""
+        files = self.files
+        rows = [f.num_records for f in files]
+        sizes = [f.size for f in files]
+        if not files or not sum(rows):
+            return self.bytes
+        mean_rows, mean_size = sum(rows) / len(rows), sum(sizes) / len(sizes)
+        spread = sum((r - mean_rows) ** 2 for r in rows)
+        per_row = (
+            sum((r - mean_rows) * (s - mean_size) for r, s in zip(rows, sizes, strict=True))
+            / spread
+            if spread
+            else 0.0
+        )
+        if per_row <= 0:  # no line to read: every byte counted as the rows'
+            return round(self.bytes * self.rows / sum(rows))
+        fixed = min(max(mean_size - per_row * mean_rows, 0.0), min(sizes))
+        return round(fixed * self.files_estimate() + per_row * self.rows)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "table": self.table,
@@ -138,8 +177,8 @@ class ExpansionPlan:
             "files_read": len(self.files),
             "bytes_read": self.bytes,
             "rows": self.rows,
-            # the rows are copied, not changed: about as many bytes come out as go in
-            "bytes_written_estimate": self.bytes,
+            "files_written_estimate": round(self.files_estimate()),
+            "bytes_written_estimate": self.bytes_estimate(),
             "shuffle": self.policy == "overwrite",
         }
 
@@ -171,9 +210,15 @@ class ExpansionPlan:
             lines.append(f"    ... and {more} more")
         lines.append(
             f"  read         {d['files_read']} file(s), {human_size(d['bytes_read'])}; "
-            f"write about {human_size(d['bytes_written_estimate'])}"
+            f"write about {human_size(d['bytes_written_estimate'])} in about "
+            f"{d['files_written_estimate']} file(s)"
         )
         return "\n".join(lines)
+
+
+def _filled(buckets: int, rows: int) -> float:
+    """How many of `buckets` get at least one of `rows` rows hashed evenly among them."""
+    return buckets * (1 - (1 - 1 / buckets) ** rows) if buckets else 0.0
 
 
 def plan_expansion(

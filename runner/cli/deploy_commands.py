@@ -17,7 +17,12 @@ from runner.errors import UserError
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--image", help="Container image of the runner (see the Dockerfile).")
 @click.option("--namespace", help="Namespace of the objects (default: kubernetes.namespace).")
-@click.option("--schedule", metavar="CRON", help="Render a ScheduledSparkApplication.")
+@click.option(
+    "--schedule",
+    metavar="CRON",
+    help="Render a ScheduledSparkApplication on this cron schedule: '0 3 * * *', @hourly, "
+    "'@every 5m' (as the spark-operator reads them).",
+)
 @click.option(
     "--out",
     type=click.Path(file_okay=False),
@@ -44,8 +49,9 @@ def render(
     variable from the Secret kubernetes.secret, key NAME. Same input, same output bytes.
 
     With --check, validates each document against the spark-operator CRD schemas with
-    unknown fields refused, prints FILE: document N (Kind/name): field: problem, and exits
-    2 on any problem. Needs no cluster and starts no JVM.
+    unknown fields refused, reads the schedule, pod memory and CPU and memory limits as the
+    operator, Spark and Kubernetes read them, prints FILE: document N (Kind/name): field:
+    problem, and exits 2 on any problem. Needs no cluster and starts no JVM.
     """
     if check:
         if image or namespace or schedule or out:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect as docstrings
 import json
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -131,9 +132,12 @@ def _expand(options: ExpandOptions) -> None:
         options.buckets, options.policy, options.partitions, options.dry_run, options.split
     )
     pipeline = spec_of(options.spec)
+    started = time.perf_counter()  # before the history's record starts: one time for both
 
     def work() -> tuple[ExpansionPlan, ExpandSummary | None]:
-        return expand_table(pipeline, request, console_progress=sys.stderr.isatty())
+        return expand_table(
+            pipeline, request, console_progress=sys.stderr.isatty(), started=started
+        )
 
     planned, done = _observed(pipeline, "expansion", work, _expanded, options.dry_run)
     if options.as_json:

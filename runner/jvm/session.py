@@ -17,6 +17,7 @@ import structlog
 
 from runner.errors import EnvironmentProblem
 from runner.jvm.java_cds import ClassArchive, java_binary
+from runner.jvm.java_stderr import without_incubator_warning
 from runner.jvm.java_warmup import warm_up_while_starting
 from runner.spec.model import SparkSettings
 from runner.spec.secrets import resolve
@@ -125,7 +126,8 @@ def spark_session(
     log.info("spark_starting", master=settings.master, jit="quick (C1)" if jit else "full")
     if small_input:
         warm_up_while_starting(row_sources)  # first uses of the plan's JVM parts, beside the start
-    spark = builder.getOrCreate()
+    with without_incubator_warning():
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     if archive is not None:
         archive.started(spark)

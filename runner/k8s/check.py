@@ -3,7 +3,9 @@
 Kubernetes prunes unknown fields of a custom resource silently, so `driver.memroy: 2g` would
 apply and be ignored. Here every object schema that lists its properties (and does not keep
 unknown fields on purpose) gets `additionalProperties: false`, so such a typo fails, with the
-file, the document and the field path named. ConfigMaps are checked against a small schema of
+file, the document and the field path named. The strings the operator and Spark parse (the
+schedule, pod memory, CPU and memory limits) are read as they read them
+(runner/k8s/values.py). ConfigMaps are checked against a small schema of
 their own; other kinds are reported as not checked.
 """
 
@@ -19,6 +21,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from runner.k8s.values import value_problems
 from runner.spec.located import dotted
 
 GROUP_VERSION = "sparkoperator.k8s.io/v1beta2"
@@ -166,6 +169,10 @@ def check_document(doc: Any, file: str, number: int) -> tuple[str, list[Manifest
         ManifestProblem(file, number, shown, field, message)
         for err in _validator(kind).iter_errors(doc)
         for field, message in _messages(err)
+    ]
+    problems += [  # strings the schema takes and the operator or Spark would not
+        ManifestProblem(file, number, shown, dotted(path), message)
+        for path, message in value_problems(kind, doc)
     ]
     return shown, sorted(set(problems), key=lambda p: (p.field, p.message))
 

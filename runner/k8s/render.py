@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from runner.errors import UserError
+from runner.k8s.values import cron_problem
 from runner.sources.kinds import registered
 from runner.spec import load_spec
 from runner.spec.model import PipelineSpec, PodResources, SharedVolume
@@ -91,6 +92,8 @@ def render_manifests(
     schedule: str | None = None,
 ) -> list[dict[str, Any]]:
     """The ConfigMap and the SparkApplication (ScheduledSparkApplication with a schedule)."""
+    if schedule is not None and (problem := cron_problem(schedule)):
+        raise UserError(f"--schedule: {problem}")
     file_name = Path(spec.file).name
     if not _KEY.match(file_name):
         raise UserError(f"spec file name {file_name!r} is not a valid ConfigMap key")

@@ -106,6 +106,8 @@ def prepare_commit(
     checkpoints, moved = inputs.checkpoints()
     results, stored = written.results, written.stored
     if not changed(results) and not moved:
+        if ctx.app_id is not None and snapshot is not None:
+            return _batch_only(ctx, snapshot, figures)
         log.info("nothing_to_commit")
         return None
     snapshot, columns_added = _table_to_commit_to(ctx, snapshot, schema)
@@ -129,6 +131,20 @@ def prepare_commit(
         app_id=ctx.app_id,
     )
     return Prepared(snapshot, changes, columns_added)
+
+
+def _batch_only(ctx: RunContext, snapshot: TableSnapshot, figures: BatchFigures) -> Prepared:
+    """A batch with an id that changed no row is still recorded: a version with its app
+    transaction and figures but no file, so that running the batch again does nothing."""
+    log.info("batch_recorded_unchanged", batch_id=ctx.options.batch_id)
+    changes = Commit(
+        writer="run",
+        operation="WRITE",
+        metadata=commit_metadata(identity(ctx), figures),
+        app_id=ctx.app_id,
+        data_change=False,
+    )
+    return Prepared(snapshot, changes, ())
 
 
 def recorded_changes(

@@ -107,13 +107,8 @@ def _run(
 
 
 def _error_lines(stderr: str) -> list[str]:
-    """What the user reads: stderr without the JSON log lines and the JVM's start banner."""
-    lines = []
-    for line in stderr.splitlines():
-        if line.startswith("{") or line.startswith("WARNING: Using incubator modules"):
-            continue
-        lines.append(line)
-    return lines
+    """What the user reads: stderr without the JSON log lines."""
+    return [line for line in stderr.splitlines() if not line.startswith("{")]
 
 
 def _check(done, code: int, expected: str) -> str:

@@ -1,6 +1,7 @@
 """Progress of a run as a user sees it: at a terminal, one line on stderr naming the stage,
 rewritten in place; piped, `progress` JSON events on stderr and nothing on stdout but the
-summary."""
+summary. Neither shows Java's incubator warning; the terminal's `run_finished` line is short
+(the summary follows it on stdout), the JSON event has every figure."""
 
 from __future__ import annotations
 
@@ -59,6 +60,9 @@ def test_a_terminal_shows_the_stage_and_a_pipe_gets_progress_events_only_on_stde
     assert LINE.search(terminal), terminal
     assert "[Stage " not in terminal  # Spark's own bar is off: one line, the runner's
     assert "trips: upsert committed version 1" in out and "\r" not in out
+    assert "incubator" not in terminal
+    (finished,) = [line for line in terminal.splitlines() if "run_finished" in line]
+    assert "version=1" in finished and "inserted" not in finished and len(finished) < 200
 
     piped = subprocess.run(
         RUNNER, cwd=_pipelines(tmp_path / "pipe"), env=env, capture_output=True, text=True
@@ -71,3 +75,6 @@ def test_a_terminal_shows_the_stage_and_a_pipe_gets_progress_events_only_on_stde
     assert progress, piped.stderr
     assert {"stage", "tasks_done", "tasks_total", "elapsed_seconds"} <= progress[0].keys()
     assert {e["run_id"] for e in progress} == {events[0]["run_id"]}
+    assert "incubator" not in piped.stderr
+    (finished,) = [e for e in events if e["event"] == "run_finished"]
+    assert (finished["version"], finished["inserted"]) == (1, 400)

@@ -88,14 +88,13 @@ def _normal(line: str, work: Path) -> str:
 
 
 def _printed(done: subprocess.CompletedProcess[str]) -> tuple[list[str], list[str]]:
-    """stdout's lines, and stderr's without the JSON log lines and the JVM's warnings."""
+    """stdout's lines, and stderr's without the JSON log lines."""
     stderr = []
     for line in done.stderr.splitlines():
         try:
             json.loads(line)
         except json.JSONDecodeError:
-            if not line.startswith("WARNING: Using incubator modules"):
-                stderr.append(line)
+            stderr.append(line)
     return done.stdout.splitlines(), stderr
 
 

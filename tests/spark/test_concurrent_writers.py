@@ -134,6 +134,18 @@ def test_a_batch_id_commits_once(spark, table, tmp_path):
     later = run_pipeline(load_spec(table), spark=spark, options=RunOptions(batch_id="2026-11-23"))
     assert later.version == first.version + 1
 
+    # a batch that changes no row (older than stored) is recorded all the same
+    write_batch(tmp_path, _rows([2], "nl", 0))
+    stale = run_pipeline(load_spec(table), spark=spark, options=RunOptions(batch_id="2026-11-24"))
+    assert (stale.stale_skipped, stale.files_added, stale.version) == (1, 0, later.version + 1)
+    assert f"recorded batch 2026-11-24 in version {stale.version} (no row changed)" in (
+        stale.render()
+    )
+    again = run_pipeline(load_spec(table), spark=spark, options=RunOptions(batch_id="2026-11-24"))
+    assert again.batch_already_committed
+    assert DeltaTable(str(tmp_path / "table")).version() == stale.version
+    assert read_table(tmp_path / "table").set_index(["country", "id"]).loc[("nl", 2), "ts"] == 1
+
 
 def test_a_column_the_other_writer_added_is_kept_or_the_run_stops(
     spark, table, tmp_path, monkeypatch

@@ -7,6 +7,8 @@ test_write_semantics.py; this file covers what only merge-on-read has.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import polars as pl
 import pytest
@@ -85,6 +87,24 @@ def test_a_small_upsert_writes_deletion_vectors_and_delta_files_only(spark, tmp_
     assert sorted(via_polars["v"]) == sorted(content["v"])
     via_spark = spark_read_table(spark, str(tmp_path / "table")).toPandas()
     assert sorted(via_spark["v"]) == sorted(content["v"])
+    # the README's reader too (delta-rs' to_pyarrow_table() refuses deletion vectors)
+    assert _readme_reader(tmp_path / "table") == (DeltaTable(str(tmp_path / "table")).version(), N)
+
+
+def _readme_reader(table: Path) -> object:
+    """What the README's reader (its tour's Python block) gives on `table`: its first
+    expression, (version, rows)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, object] = {}
+    values = []
+    for line in block.replace("pipelines/warehouse/trips", str(table)).splitlines():
+        code = line.partition("#")[0].strip()
+        try:
+            values.append(eval(compile(code, "README.md", "eval"), namespace))
+        except SyntaxError:
+            exec(code, namespace)
+    return values[0]
 
 
 def test_a_bucket_past_the_thresholds_is_rewritten_in_the_same_commit(spark, tmp_path, table):

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from runner.cli import cli
 from runner.errors import UserError
+from tests.cli_in_process import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "pipelines" / "quickstart.yaml"
@@ -156,6 +157,51 @@ def test_schedule_renders_a_scheduled_spark_application(tmp_path):
     code, out = render("--check", str(rendered))
     assert code == 0, out
     assert "ScheduledSparkApplication/trips" in out
+
+
+def test_a_schedule_is_read_as_the_spark_operator_reads_it(tmp_path):
+    """robfig/cron's standard parser, which the operator calls: five fields or a descriptor."""
+    done = run_cli("render", str(QUICKSTART), "--image", "runner:1", "--schedule", "every 5 min")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert "--schedule: 'every 5 min' is not a cron schedule the spark-operator reads" in (
+        done.stderr
+    )
+    assert "'*/5 * * * *'" in done.stderr  # the fix
+    for schedule in ("@hourly", "@every 5m", "CRON_TZ=UTC 0 3 * * MON-FRI", "*/15 0-6 1,15 * ?"):
+        code, out = render(str(QUICKSTART), "--image", "runner:1", "--schedule", schedule)
+        assert code == 0, out
+        rendered = tmp_path / "scheduled.yaml"
+        rendered.write_text(out)
+        assert render("--check", str(rendered))[0] == 0
+
+
+def test_check_reads_the_schedule_memory_and_limits_as_the_operator_and_spark_do(tmp_path):
+    docs = documents(render(str(QUICKSTART), "--image", "runner:1", "--schedule", "@daily")[1])
+    docs[1]["spec"]["schedule"] = "every 5 min"
+    template = docs[1]["spec"]["template"]
+    template["driver"].update(memory="2 GB", coreLimit="1500m")
+    template["executor"].update(memoryOverhead="512m", coreLimit="2 cores", memoryLimit="4GB")
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    code, out = render("--check", str(path))
+    assert code == 2
+    shown = f"{path}: document 2 (ScheduledSparkApplication/trips): spec."
+    assert f"{shown}schedule: 'every 5 min' is not a cron schedule" in out
+    assert f"{shown}template.driver.memory: '2 GB' is not a size Spark reads" in out
+    assert f"{shown}template.executor.coreLimit: '2 cores' is not a Kubernetes quantity" in out
+    assert f"{shown}template.executor.memoryLimit: '4GB' is not a Kubernetes quantity" in out
+    assert "coreLimit: '1500m'" not in out and "memoryOverhead" not in out
+    assert len([line for line in out.splitlines() if line.startswith(shown)]) == 4
+
+
+def test_memory_from_the_spec_is_refused_at_its_line_and_column(tmp_path):
+    spec = tmp_path / "orders.yaml"
+    spec.write_text(SECRET_SPEC.replace("memory: 3g", "memory: 2 GB"))
+    done = run_cli("render", str(spec), "--image", "runner:1")
+    assert done.returncode == 2
+    assert f'{spec}:17:30: kubernetes.driver.memory: "2 GB" is not valid here; write a whole' in (
+        done.stderr
+    )
 
 
 def test_out_writes_a_file_named_after_the_pipeline(tmp_path):
