@@ -59,6 +59,7 @@ def cli(ctx: click.Context, debug: bool, log_format: str) -> None:
     \b
       runner PIPELINE.yaml            run a pipeline (same as `runner run`)
       runner run PIPELINES_DIR        run a set of pipelines, upstreams first, in one application
+      runner init DATA                a spec to start from, made from a sample of DATA
       runner validate PIPELINE.yaml   check specs without starting Spark
       runner plan PIPELINE.yaml --buckets 32     what an expansion would do
       runner expand PIPELINE.yaml --buckets 32   grow the table's buckets
