@@ -20,8 +20,16 @@ if TYPE_CHECKING:
 
 
 def is_set(paths: Sequence[str]) -> bool:
-    """Several specs, or a directory of them."""
-    return len(paths) > 1 or any(Path(p).is_dir() for p in paths)
+    """Several specs, a directory of them, or a spec that routes topics to tables."""
+    return len(paths) > 1 or any(Path(p).is_dir() for p in paths) or _routes(paths[0])
+
+
+def _routes(path: str) -> bool:
+    from runner.spec import check_spec_file
+    from runner.spec.routing import is_routed
+
+    spec, _ = check_spec_file(path, parse_transform=False)
+    return spec is not None and is_routed(spec)
 
 
 def _found(paths: Sequence[str]) -> Found:

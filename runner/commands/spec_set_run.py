@@ -30,6 +30,8 @@ from runner.pipeline.context import Application, RunOptions
 from runner.pipeline.inputs import application_jars
 from runner.pipeline.shared_spark import SharedSpark
 from runner.pipeline.spec_set import Member, SpecSet
+from runner.sources.kafka import topic_names
+from runner.spec.routing import is_routed, route
 from runner.spec.secrets import resolve
 from runner.summary import RunSummary
 
@@ -86,7 +88,7 @@ class SetRun:
         specs = tuple(m.spec for m in self.specs.members)
         application = Application(self.name, self.shared.settings, specs)
         outcomes: dict[str, SpecOutcome] = {}
-        for member in self.specs.members:
+        for member in self._routed(application):
             why = self._why_skip(member, outcomes)
             if why:
                 log.warning("spec_skipped", pipeline=member.name, reason=why)
@@ -96,6 +98,25 @@ class SetRun:
             outcomes[member.name] = outcome
             on_done(outcome)
         return list(outcomes.values())
+
+    def _routed(self, application: Application) -> list[Member]:
+        """The set's members, a spec that routes topics to tables as one member per topic
+        the brokers list now (runner/spec/routing.py), in the order of the topics' names."""
+        members: list[Member] = []
+        for member in self.specs.members:
+            if not is_routed(member.spec):
+                members.append(member)
+                continue
+            if self.base is None:
+                self.base = spark_session(
+                    application.settings, application.name, application_jars(application)
+                )
+            source = member.spec.sources[0]
+            assert source.kafka is not None
+            topics = topic_names(self.base, source.kafka, f"source '{source.name}'")
+            log.info("topics_routed", pipeline=member.name, topics=topics)
+            members += [Member(route(member.spec, topic), member.file) for topic in topics]
+        return members
 
     def _why_skip(self, member: Member, done: dict[str, SpecOutcome]) -> str:
         """Why `member` does not run ('' when it runs): an upstream failed or was skipped,

@@ -14,6 +14,7 @@ from runner.pipeline.context import RunContext
 from runner.sources.message_key import stored_record_key, topic_key_fields
 from runner.spec.loader import load_spec
 from runner.spec.model import PipelineSpec
+from runner.spec.routing import route
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -70,4 +71,5 @@ def with_topic_key(
 def _keyed(ctx: RunContext, fields: tuple[str, ...], whose: str) -> RunContext:
     log.info("record_key_from_message_key", fields=list(fields), taken_from=whose)
     spec = load_spec(ctx.spec.file, parse_transform=False, record_key=fields)
-    return replace(ctx, spec=spec)
+    topic = ctx.spec.route_topic
+    return replace(ctx, spec=route(spec, topic) if topic else spec)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +78,41 @@ def plan_kafka(spark: SparkSession, plan: SourcePlan) -> SourcePlan:
 
 def broker_offsets(spark: SparkSession, kafka: KafkaSpec, where: str) -> BrokerOffsets:
     """Each partition's earliest and latest offset, from a consumer on the driver."""
+    with driver_consumer(spark, kafka, where) as (jvm, consumer, wait, timeout_ms):
+        try:
+            partitions = topic_partitions(jvm, consumer, kafka, wait, where)
+            if not partitions:
+                return BrokerOffsets({}, {})
+            listed = jvm.java.util.ArrayList()
+            for topic, partition in partitions:
+                listed.add(jvm.org.apache.kafka.common.TopicPartition(topic, partition))
+            earliest = _offsets(consumer.beginningOffsets(listed, wait))
+            latest = _offsets(consumer.endOffsets(listed, wait))
+        except UserError:
+            raise
+        except Exception as exc:
+            raise UserError(_unreachable(kafka, timeout_ms, exc, where)) from None
+    return BrokerOffsets(earliest, latest)
+
+
+def topic_names(spark: SparkSession, kafka: KafkaSpec, where: str) -> list[str]:
+    """The topics the source reads, as the brokers list them now."""
+    with driver_consumer(spark, kafka, where) as (jvm, consumer, wait, timeout_ms):
+        try:
+            partitions = topic_partitions(jvm, consumer, kafka, wait, where)
+        except UserError:
+            raise
+        except Exception as exc:
+            raise UserError(_unreachable(kafka, timeout_ms, exc, where)) from None
+    return sorted({topic for topic, _ in partitions})
+
+
+@contextmanager
+def driver_consumer(
+    spark: SparkSession, kafka: KafkaSpec, where: str, extra: dict[str, str] | None = None
+) -> Iterator[tuple[Any, Any, Any, int]]:
+    """A consumer on the driver with the source's settings (`extra` beside them), closed
+    after: the JVM's gateway, the consumer, how long a call waits (a Duration) and in ms."""
     settings = consumer_settings(kafka, where)
     timeout_ms = int(settings.get("default.api.timeout.ms", DEFAULT_TIMEOUT_MS))
     jvm = spark.sparkContext._jvm
@@ -87,30 +124,18 @@ def broker_offsets(spark: SparkSession, kafka: KafkaSpec, where: str) -> BrokerO
         "enable.auto.commit": "false",
         "default.api.timeout.ms": str(timeout_ms),
         "request.timeout.ms": str(min(timeout_ms, 30_000)),
+        **(extra or {}),
         **settings,
     }.items():
         props.put(key, value)
-    wait = jvm.java.time.Duration.ofMillis(timeout_ms)
     try:
         consumer = jvm.org.apache.kafka.clients.consumer.KafkaConsumer(props)
     except Exception as exc:  # a setting the client refuses
         raise UserError(f"{where}: Kafka consumer settings refused: {_java_reason(exc)}") from None
     try:
-        partitions = topic_partitions(jvm, consumer, kafka, wait, where)
-        if not partitions:
-            return BrokerOffsets({}, {})
-        listed = jvm.java.util.ArrayList()
-        for topic, partition in partitions:
-            listed.add(jvm.org.apache.kafka.common.TopicPartition(topic, partition))
-        earliest = _offsets(consumer.beginningOffsets(listed, wait))
-        latest = _offsets(consumer.endOffsets(listed, wait))
-    except UserError:
-        raise
-    except Exception as exc:
-        raise UserError(_unreachable(kafka, timeout_ms, exc, where)) from None
+        yield jvm, consumer, jvm.java.time.Duration.ofMillis(timeout_ms), timeout_ms
     finally:
         consumer.close()
-    return BrokerOffsets(earliest, latest)
 
 
 def topic_partitions(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from runner.delta.snapshot import open_table
 from runner.errors import UserError
-from runner.sources.kafka import BYTES, DEFAULT_TIMEOUT_MS, consumer_settings, topic_partitions
+from runner.sources.kafka import driver_consumer, topic_partitions
 from runner.spec.model import Source
 
 if TYPE_CHECKING:
@@ -70,22 +70,8 @@ def _first_key(spark: SparkSession, source: Source) -> bytes | None:
     kafka = source.kafka
     assert kafka is not None
     where = f"source '{source.name}'"
-    settings = consumer_settings(kafka, where)
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    props = jvm.java.util.Properties()
-    for key, value in {
-        "key.deserializer": BYTES,
-        "value.deserializer": BYTES,
-        "enable.auto.commit": "false",
-        "max.poll.records": "50",
-        **settings,
-    }.items():
-        props.put(key, value)
-    timeout_ms = int(settings.get("default.api.timeout.ms", DEFAULT_TIMEOUT_MS))
-    wait = jvm.java.time.Duration.ofMillis(timeout_ms)
-    consumer = jvm.org.apache.kafka.clients.consumer.KafkaConsumer(props)
-    try:
+    with driver_consumer(spark, kafka, where, {"max.poll.records": "50"}) as found:
+        jvm, consumer, wait, timeout_ms = found
         listed = jvm.java.util.ArrayList()
         for topic, partition in topic_partitions(jvm, consumer, kafka, wait, where):
             listed.add(jvm.org.apache.kafka.common.TopicPartition(topic, partition))
@@ -94,8 +80,6 @@ def _first_key(spark: SparkSession, source: Source) -> bytes | None:
         consumer.assign(listed)
         consumer.seekToBeginning(listed)
         return _keyed_record(jvm, consumer, listed, timeout_ms)
-    finally:
-        consumer.close()
 
 
 def _keyed_record(jvm: Any, consumer: Any, listed: Any, timeout_ms: int) -> bytes | None:

@@ -363,3 +363,5 @@ class PipelineSpec:
     history: HistorySpec = field(default_factory=HistorySpec)
     metrics: MetricsSpec = field(default_factory=MetricsSpec)
     lineage: LineageSpec = field(default_factory=LineageSpec)
+    # one table of a spec that routes topics to tables: its topic (runner/spec/routing.py)
+    route_topic: str | None = None

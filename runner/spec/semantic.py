@@ -17,6 +17,7 @@ from runner.spec.derived import FILE_FORMATS, TEXT_FORMATS, merge_settings, mode
 from runner.spec.keygen_settings import field_list, resolve_key_generator
 from runner.spec.located import Located, Path_, Problems, strings_with_paths
 from runner.spec.model import FIELD_MERGE_MODES, MergeMode, ScdSpec, Target
+from runner.spec.routing import routing_problems
 from runner.spec.secrets import malformed_refs
 from runner.spec.transform import transform_problem
 
@@ -36,6 +37,8 @@ def semantic_problems(doc: Located, file: str) -> list[SpecProblem]:
         problem(("target", "delete_marker"), f"applies to operation upsert, not {operation}")
     _check_change_feed(target, operation, merge_mode, problem)
     _check_debezium_target(data, operation, problem)
+    for at, message in routing_problems(data):
+        problem(at, message)
     if target.get("filter_dupes") and operation != "insert":
         problem(("target", "filter_dupes"), f"applies to operation insert, not {operation}")
     if target.get("bulk_insert_sort", "none") != "none" and operation != "bulk_insert":
