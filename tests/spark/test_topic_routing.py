@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import yaml
+from deltalake import DeltaTable
 
 from tests.cli_in_process import run_cli
 from tests.helpers import read_table
@@ -86,3 +87,45 @@ def test_a_routed_path_names_only_the_routing_fields_and_one_kafka_source(tmp_pa
     spec["target"]["path"] = "warehouse/{tabel}"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     assert "{tabel} is not a routing field" in run_cli("validate", str(path)).stdout
+
+
+def test_debezium_topics_each_get_a_table_keyed_by_their_own_message_key(
+    spark, tmp_path, debezium, monkeypatch
+):
+    for module in ("runner.commands.spec_set_run", "runner.pipeline.inputs"):
+        monkeypatch.setattr(f"{module}.spark_session", lambda *args, **kwargs: spark)
+    debezium.execute(
+        "CREATE TABLE people (id int PRIMARY KEY, name text);"
+        "CREATE TABLE lines (order_id int, line int, sku text, PRIMARY KEY (order_id, line));"
+        "INSERT INTO people VALUES (1, 'ann'); INSERT INTO lines VALUES (1, 1, 'a'), (1, 2, 'b');"
+    )
+    with debezium.connector(["people", "lines"]) as connector:
+        prefix = connector.topic("people").rsplit(".", 2)[0]
+        spec = {
+            "name": "db",
+            "sources": [
+                {
+                    "name": "db",
+                    "format": "kafka",
+                    "incremental": {"since": "last"},
+                    "kafka": {
+                        "bootstrap_servers": debezium.kafka.bootstrap,
+                        "topic_pattern": f"{prefix}\\.public\\.(people|lines)",
+                        "value_format": "debezium",
+                    },
+                }
+            ],
+            "target": {"path": "warehouse/{table}", "index": {"buckets": 2}},
+        }
+        path = tmp_path / "db.yaml"
+        path.write_text(yaml.safe_dump(spec, sort_keys=False))
+        done = run_cli("run", str(path))
+        assert done.returncode == 0, done.stderr
+        debezium.execute("DELETE FROM lines WHERE order_id = 1 AND line = 2;")
+        connector.sync()
+        assert run_cli("run", str(path)).returncode == 0
+    lines = read_table(tmp_path / "warehouse" / "lines")
+    assert sorted(zip(lines["order_id"], lines["line"], lines["sku"], strict=True)) == [(1, 1, "a")]
+    assert list(read_table(tmp_path / "warehouse" / "people")["name"]) == ["ann"]
+    stored = DeltaTable(str(tmp_path / "warehouse" / "lines")).metadata().configuration
+    assert stored["runner.keygen.record.key"] == "order_id,line"  # its own message key
