@@ -7,14 +7,18 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from runner.errors import UserError
 
+if TYPE_CHECKING:
+    from runner.k8s.render import Rendered
+
 
 @click.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path())
 @click.option("--image", help="Container image of the runner (see the Dockerfile).")
 @click.option("--namespace", help="Namespace of the objects (default: kubernetes.namespace).")
 @click.option(
@@ -41,12 +45,16 @@ def render(
 
     \b
       runner render SPEC.yaml --image IMAGE [--namespace NS] [--schedule CRON] [--out DIR]
+      runner render DIR --image IMAGE ...       (a set of specs: one application)
       runner render --check FILE.yaml ...
 
     Prints a ConfigMap holding the spec file and a spark-operator SparkApplication (a
     ScheduledSparkApplication with --schedule) that runs it, resources and settings from
-    the spec's `kubernetes:` block. Each ${env:NAME} of the spec becomes an environment
-    variable from the Secret kubernetes.secret, key NAME. Same input, same output bytes.
+    the spec's `kubernetes:` block. A directory of specs (or several specs, of one
+    directory) gives one ConfigMap of their files and one application that runs them as
+    `runner run` runs a set; their kubernetes: blocks must be the same. Each ${env:NAME}
+    of a spec becomes an environment variable from the Secret kubernetes.secret, key NAME.
+    Same input, same output bytes.
 
     With --check, validates each document against the spark-operator CRD schemas with
     unknown fields refused, reads the schedule, pod memory and CPU and memory limits as the
@@ -58,17 +66,41 @@ def render(
             raise click.UsageError("--check takes manifest files only")
         _check_manifests(files)
         return
-    if len(files) != 1:
-        raise click.UsageError("give one SPEC to render (or --check FILE...)")
     if not image:
         raise click.UsageError("--image is required to render a spec")
+    from runner.cli.spec_sets import is_set
     from runner.k8s.render import render_spec_file
 
-    rendered = render_spec_file(files[0], image, namespace, schedule)
+    if is_set(files):
+        rendered = _render_set(files, image, namespace, schedule)
+    else:
+        rendered = render_spec_file(files[0], image, namespace, schedule)
     if out is None:
         click.echo(rendered.text, nl=False)
         return
     click.echo(f"wrote {rendered.write_into(Path(out))}")
+
+
+def _render_set(
+    files: tuple[str, ...], image: str, namespace: str | None, schedule: str | None
+) -> Rendered:
+    """A set's manifests: the set checked as `runner validate DIR` checks it (the pods
+    resolve ${env:NAME} in paths), its specs in the order they run."""
+    from runner.errors import InvalidSpecError
+    from runner.k8s.render import render_set
+    from runner.pipeline.shared_spark import check_set
+    from runner.pipeline.spec_set import find_spec_files
+
+    found = find_spec_files(files)
+    specs, problems = check_set(found.files, parse_transform=False, resolve_paths=False)
+    if specs is None:
+        raise InvalidSpecError(problems)
+    name = Path(files[0]).resolve().name if len(files) == 1 else specs.members[0].name
+    command = ["runner", "render", *files, "--image", image]
+    command += ["--namespace", namespace] if namespace else []
+    command += ["--schedule", schedule] if schedule else []
+    specs_run = [m.spec for m in specs.members]
+    return render_set(specs_run, name, image, namespace, schedule, command)
 
 
 def _check_manifests(files: tuple[str, ...]) -> None:

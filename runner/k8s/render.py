@@ -84,6 +84,54 @@ def render_spec_file(
     return Rendered(to_yaml(docs, shlex.join(command)), f"{k8s_name(spec.name)}.yaml")
 
 
+@dataclass(frozen=True)
+class Bundle:
+    """What one SparkApplication runs: one spec, or a set of specs (`runner run A B ...`
+    in the set's order), each file with its text; the first spec's kubernetes: block and
+    metrics port are the application's (a set's specs must agree on them)."""
+
+    name: str
+    specs: tuple[tuple[PipelineSpec, str], ...]  # (spec, its file's text)
+
+    @property
+    def lead(self) -> PipelineSpec:
+        return self.specs[0][0]
+
+    @property
+    def files(self) -> dict[str, str]:
+        return {Path(spec.file).name: text for spec, text in self.specs}
+
+    def digest(self) -> str:
+        if len(self.specs) == 1:
+            return hashlib.sha256(self.specs[0][1].encode()).hexdigest()
+        joined = "\0".join(f"{name}\0{text}" for name, text in self.files.items())
+        return hashlib.sha256(joined.encode()).hexdigest()
+
+
+def render_set(
+    specs: list[PipelineSpec],
+    name: str,
+    image: str,
+    namespace: str | None,
+    schedule: str | None,
+    command: list[str],
+) -> Rendered:
+    """`runner render DIR` (or several specs): one application for the set, which the
+    pods run as `runner run` runs it (the files in the set's order), `command` heading the
+    text. The files are mounted side by side at /work, so they must be in one directory:
+    their relative paths then mean in the pods what they mean here."""
+    folders = sorted({str(Path(spec.file).parent) for spec in specs})
+    if len(folders) > 1:
+        raise UserError(
+            f"the specs of the set are in {len(folders)} directories ({', '.join(folders)}); "
+            "the pods mount them side by side, where their relative paths would change: "
+            "render specs of one directory"
+        )
+    texts = tuple((spec, Path(spec.file).read_text(encoding="utf-8")) for spec in specs)
+    docs = bundle_manifests(Bundle(name, texts), image, namespace, schedule)
+    return Rendered(to_yaml(docs, shlex.join(command)), f"{k8s_name(name)}.yaml")
+
+
 def render_manifests(
     spec: PipelineSpec,
     spec_text: str,
@@ -92,27 +140,44 @@ def render_manifests(
     schedule: str | None = None,
 ) -> list[dict[str, Any]]:
     """The ConfigMap and the SparkApplication (ScheduledSparkApplication with a schedule)."""
+    return bundle_manifests(Bundle(spec.name, ((spec, spec_text),)), image, namespace, schedule)
+
+
+def bundle_manifests(
+    bundle: Bundle, image: str, namespace: str | None = None, schedule: str | None = None
+) -> list[dict[str, Any]]:
+    """The manifests of one spec or of a set: the ConfigMap of their files and the
+    SparkApplication (ScheduledSparkApplication with a schedule) that runs them."""
     if schedule is not None and (problem := cron_problem(schedule)):
         raise UserError(f"--schedule: {problem}")
-    file_name = Path(spec.file).name
-    if not _KEY.match(file_name):
-        raise UserError(f"spec file name {file_name!r} is not a valid ConfigMap key")
-    k8s = spec.kubernetes
-    check_shared_paths(yaml.safe_load(spec_text), k8s.volume)
-    name = k8s_name(spec.name)
+    files = bundle.files
+    if len(files) < len(bundle.specs):
+        raise UserError("two specs of the set have one file name: a ConfigMap key each")
+    for file_name in files:
+        if not _KEY.match(file_name):
+            raise UserError(f"spec file name {file_name!r} is not a valid ConfigMap key")
+    k8s = bundle.lead.kubernetes
+    for spec, text in bundle.specs:
+        if spec.kubernetes != k8s:
+            raise UserError(
+                f"{spec.file}: its kubernetes: block differs from {bundle.lead.file}'s; the "
+                "specs of a set run in one SparkApplication: give them the same block"
+            )
+        check_shared_paths(yaml.safe_load(text), k8s.volume)
+    name = k8s_name(bundle.name)
     meta = {
         "name": name,
         "namespace": namespace or k8s.namespace,
         "labels": {"app.kubernetes.io/name": "runner", "app.kubernetes.io/instance": name},
-        "annotations": {SPEC_HASH_ANNOTATION: hashlib.sha256(spec_text.encode()).hexdigest()},
+        "annotations": {SPEC_HASH_ANNOTATION: bundle.digest()},
     }
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {**meta, "name": f"{name}-spec"},
-        "data": {file_name: spec_text},
+        "data": files,
     }
-    app_spec = _application(spec, spec_text, image, meta)
+    app_spec = _application(bundle, image, meta)
     if schedule is None:
         app = {"apiVersion": API_VERSION, "kind": "SparkApplication", "metadata": meta}
         return [config_map, {**app, "spec": app_spec}]
@@ -127,12 +192,10 @@ def render_manifests(
     return [config_map, {**app, "spec": scheduled}]
 
 
-def _application(
-    spec: PipelineSpec, spec_text: str, image: str, meta: dict[str, Any]
-) -> dict[str, Any]:
-    """The SparkApplication's .spec: the image running the mounted spec file, its pods."""
+def _application(bundle: Bundle, image: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """The SparkApplication's .spec: the image running the mounted spec files, its pods."""
+    spec = bundle.lead
     k8s = spec.kubernetes
-    file_name = Path(spec.file).name
     app_spec: dict[str, Any] = {
         "type": "Python",
         "mode": "cluster",
@@ -140,16 +203,17 @@ def _application(
         "imagePullPolicy": "IfNotPresent",
         "sparkVersion": spark_version(),
         "mainApplicationFile": MAIN_FILE,
-        "arguments": [f"{WORK_DIR}/{file_name}"],
+        "arguments": [f"{WORK_DIR}/{file_name}" for file_name in bundle.files],
     }
     if k8s.spark_conf:
         app_spec["sparkConf"] = dict(sorted(k8s.spark_conf.items()))
     app_spec["restartPolicy"] = _restart_policy(spec)
-    volumes, mounts = _volumes(k8s.volume, meta["name"], file_name)
+    volumes, mounts = _volumes(k8s.volume, meta["name"], list(bundle.files))
     app_spec["volumes"] = volumes
+    names = dict.fromkeys(n for _, text in bundle.specs for n in env_names(yaml.safe_load(text)))
     env = [
         {"name": var, "valueFrom": {"secretKeyRef": {"name": k8s.secret, "key": var}}}
-        for var in env_names(yaml.safe_load(spec_text))
+        for var in names
     ]
     # The hash on the pods is part of .spec: a changed spec is a changed application, which
     # the operator submits again.
@@ -175,22 +239,24 @@ def _scraped(driver: dict[str, Any], port: int) -> dict[str, Any]:
 
 
 def _volumes(
-    volume: SharedVolume | None, name: str, file_name: str
+    volume: SharedVolume | None, name: str, file_names: list[str]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The pods' volumes and their mounts: the spec's ConfigMap and the shared volume."""
+    """The pods' volumes and their mounts: the specs' ConfigMap (each file at /work, where
+    its relative paths are resolved as a single spec's) and the shared volume."""
     mounts: list[dict[str, Any]] = []
     volumes: list[dict[str, Any]] = [{"name": "spec", "configMap": {"name": f"{name}-spec"}}]
     if volume:  # first: the spec file may be mounted inside it (at /work)
         mounts.append({"name": "data", "mountPath": volume.mount_path})
         volumes.append({"name": "data", "persistentVolumeClaim": {"claimName": volume.claim}})
-    mounts.append(
-        {
-            "name": "spec",
-            "mountPath": f"{WORK_DIR}/{file_name}",
-            "subPath": file_name,
-            "readOnly": True,
-        }
-    )
+    for file_name in file_names:
+        mounts.append(
+            {
+                "name": "spec",
+                "mountPath": f"{WORK_DIR}/{file_name}",
+                "subPath": file_name,
+                "readOnly": True,
+            }
+        )
     return volumes, mounts
 
 

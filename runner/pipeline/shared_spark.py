@@ -106,11 +106,11 @@ def _differing(
 
 
 def check_set(
-    files: Sequence[str], parse_transform: bool = True
+    files: Sequence[str], parse_transform: bool = True, resolve_paths: bool = True
 ) -> tuple[SpecSet | None, list[SpecProblem]]:
     """The set of `files`, or None with every problem: each spec's, then the set's (names,
     tables, order), then the Spark settings they could not share."""
-    specs, problems = load_spec_set(files, parse_transform)
+    specs, problems = load_spec_set(files, parse_transform, resolve_paths)
     if specs is None:
         return None, problems
     _, problems = shared_spark(specs.members)

@@ -129,14 +129,14 @@ class SpecSet:
 
 
 def load_spec_set(
-    files: Sequence[str], parse_transform: bool = True
+    files: Sequence[str], parse_transform: bool = True, resolve_paths: bool = True
 ) -> tuple[SpecSet | None, list[SpecProblem]]:
     """Every spec of `files` loaded and the set ordered; None with every problem found
     (each spec's own, then the set's) when any spec or the set is invalid."""
     members: list[Member] = []
     problems: list[SpecProblem] = []
     for file in files:
-        spec, found = check_spec_file(file, parse_transform=parse_transform)
+        spec, found = check_spec_file(file, resolve_paths, parse_transform)
         problems += found
         if spec is not None:
             members.append(Member(spec, file))

@@ -213,7 +213,6 @@ def test_out_writes_a_file_named_after_the_pipeline(tmp_path):
 
 def test_usage_errors():
     assert render(str(QUICKSTART))[0] == 2  # no --image
-    assert render(str(QUICKSTART), str(QUICKSTART), "--image", "x")[0] == 2
     assert render("--check", str(QUICKSTART), "--image", "x")[0] == 2
 
 
@@ -434,3 +433,27 @@ def test_a_metrics_port_gives_the_driver_the_port_and_prometheus_scrape_annotati
         0,
         f"{manifest}: ok (ConfigMap/orders-v2-spec, SparkApplication/orders-v2)\n",
     )
+
+
+def test_a_directory_of_specs_is_one_application_running_the_set(tmp_path):
+    text = QUICKSTART.read_text()
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "trips.yaml").write_text(text)
+    other = text.replace("name: trips", "name: fares").replace("warehouse/trips", "warehouse/fares")
+    (specs / "fares.yaml").write_text(other)
+    done = run_cli("render", str(specs), "--image", "runner:1")
+    assert done.returncode == 0, done.stderr
+    config_map, app = documents(done.stdout)
+    assert config_map["data"] == {"fares.yaml": other, "trips.yaml": text}
+    assert app["kind"] == "SparkApplication" and app["metadata"]["name"] == "specs"
+    assert app["spec"]["arguments"] == ["/work/fares.yaml", "/work/trips.yaml"]
+    mounts = [m["mountPath"] for m in app["spec"]["driver"]["volumeMounts"]]
+    assert "/work/fares.yaml" in mounts and "/work/trips.yaml" in mounts
+    out = tmp_path / "set.yaml"
+    out.write_text(done.stdout)
+    assert run_cli("render", "--check", str(out)).returncode == 0
+    (specs / "fares.yaml").write_text(other.replace("claim: runner-data", "claim: other"))
+    refused = run_cli("render", str(specs), "--image", "runner:1")
+    assert refused.returncode == 2
+    assert "its kubernetes: block differs from" in refused.stderr
