@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from runner.errors import SpecProblem, UserError
 from runner.spec.columns import partition_directories
-from runner.spec.ddl_types import ddl_arrow_schema
+from runner.spec.ddl_types import arrow_field_type, ddl_arrow_schema
 from runner.spec.loader import SpecRead
 from runner.spec.located import Path_, Problems
 from runner.spec.model import PipelineSpec, Source, Target
@@ -183,7 +183,7 @@ def _check_text_order(spec: PipelineSpec, sources: dict[str, pa.Schema], problem
         batch = result
     else:
         batch = next(iter(sources.values()))
-    kind = _field_type(batch, column)
+    kind = arrow_field_type(batch, column)
     if kind is None or not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
         return
     problem(
@@ -203,20 +203,6 @@ def _ordering_field(problem: Problems, target: Target) -> Path_:
     given = written.get("properties", {})
     name = next((k for k, v in given.items() if v == target.precombine_field), None)
     return ("target", "properties", name) if name else ("target", "precombine_field")
-
-
-def _field_type(schema: pa.Schema, name: str) -> pa.DataType | None:
-    """The type of a (possibly dotted) field, None where the schema lacks it."""
-    fields: pa.Schema | pa.StructType = schema
-    kind: pa.DataType | None = None
-    for part in name.split("."):
-        index = fields.get_field_index(part)
-        if index < 0:
-            return None
-        kind = fields.field(index).type
-        if pa.types.is_struct(kind):
-            fields = kind
-    return kind
 
 
 def _check_change_feeds(spec: PipelineSpec, problem: Problems) -> None:

@@ -15,6 +15,7 @@ from runner.errors import TableMismatchError
 from runner.index.layout import LAYOUT_KEYS, BucketLayout
 from runner.index.string_hash import HASH_FUNCTION
 from runner.keygen import build_key_generator
+from runner.spec.ddl_types import arrow_field_type
 from runner.spec.model import Target
 
 FORMAT_VERSION = "1"
@@ -95,16 +96,8 @@ def _timestamp_text_problem(target: Target, snapshot: TableSnapshot) -> str | No
 
 def _is_timestamp(schema: pa.Schema, name: str) -> bool:
     """A (possibly dotted) field of the table holds timestamps (with or without zone)."""
-    fields: pa.Schema | pa.StructType = schema
-    data_type: pa.DataType | None = None
-    for part in name.split("."):
-        index = fields.get_field_index(part)
-        if index < 0:
-            return False
-        data_type = fields.field(index).type
-        if pa.types.is_struct(data_type):
-            fields = data_type
-    return data_type is not None and pa.types.is_timestamp(data_type)
+    kind = arrow_field_type(schema, name)
+    return kind is not None and pa.types.is_timestamp(kind)
 
 
 def check_table_settings(

@@ -69,3 +69,17 @@ def arrow_type(text: str) -> pa.DataType | None:
             return None
         return pa.struct([pa.field(name, kind) for name, kind in kinds])
     return None
+
+
+def arrow_field_type(schema: pa.Schema, name: str) -> pa.DataType | None:
+    """The type of a (possibly dotted) field, None where the schema lacks it."""
+    fields: pa.Schema | pa.StructType = schema
+    kind: pa.DataType | None = None
+    for part in name.split("."):
+        index = fields.get_field_index(part)
+        if index < 0:
+            return None
+        kind = fields.field(index).type
+        if pa.types.is_struct(kind):
+            fields = kind
+    return kind

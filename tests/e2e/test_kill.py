@@ -9,13 +9,8 @@ table must stay at a version every reader can use, the next run must complete, a
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
-import sys
-import time
-import uuid
 from pathlib import Path
 
 import pandas as pd
@@ -24,45 +19,15 @@ import yaml
 from deltalake import DeltaTable
 
 from tests.helpers import live_paths, log_actions
+from tests.kill import RUNNER, kill_at
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNNER = [sys.executable, "-m", "runner"]
 DATA = ["trip_id", "city", "ts", "fare", "distance_km", "driver"]
 
 
 def _content(table: Path) -> pd.DataFrame:
     frame = DeltaTable(str(table)).to_pyarrow_table().to_pandas()
     return frame[DATA].sort_values("trip_id").reset_index(drop=True)
-
-
-def _kill_at(work: Path, point: str, *args: str) -> None:
-    """Start `runner ARGS` held at `point`, wait until it gets there, SIGKILL its group.
-
-    Each call has a marker of its own: Spark's Python workers run in a process group of
-    their own, so a task of the process killed before may still reach the point (and
-    write its marker) while the next process starts."""
-    marker = work / f"held-{point}-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "RUNNER_FAULT": f"{point}:hold", "RUNNER_FAULT_MARKER": str(marker)}
-    proc = subprocess.Popen(
-        [*RUNNER, *args],
-        cwd=work,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 180
-        while not marker.exists():
-            if proc.poll() is not None:
-                pytest.fail(f"runner ended before {point}: {proc.stderr.read().decode()[-2000:]}")
-            assert time.monotonic() < deadline, f"runner never reached {point}"
-            time.sleep(0.2)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
-        proc.stderr.close()
-    assert proc.returncode == -signal.SIGKILL
 
 
 def _runner(work: Path, *args: str) -> subprocess.CompletedProcess:
@@ -96,7 +61,7 @@ def test_sigkill_at_every_point_leaves_a_usable_table(tmp_path, monkeypatch):
     corrections = "pipelines/quickstart_corrections.yaml"
 
     for point in ("keyed", "after_bucket_file", "after_group_split", "before_commit"):
-        _kill_at(tmp_path, point, corrections)
+        kill_at(tmp_path, point, corrections)
         assert DeltaTable(str(table)).version() == 1, point
         pd.testing.assert_frame_equal(_content(table), before)
         assert _runner(tmp_path, "inspect", str(table)).returncode == 0
@@ -104,9 +69,9 @@ def test_sigkill_at_every_point_leaves_a_usable_table(tmp_path, monkeypatch):
     # killed during an expansion, or a split of one bucket, before its commit: the old
     # layout, unchanged
     quickstart = "pipelines/quickstart.yaml"
-    _kill_at(tmp_path, "after_bucket_file", "expand", quickstart, "--buckets", "32")
+    kill_at(tmp_path, "after_bucket_file", "expand", quickstart, "--buckets", "32")
     bucket = _a_bucket(table)
-    _kill_at(tmp_path, "after_bucket_file", "expand", quickstart, "--bucket", bucket)
+    kill_at(tmp_path, "after_bucket_file", "expand", quickstart, "--bucket", bucket)
     assert DeltaTable(str(table)).version() == 1
     pd.testing.assert_frame_equal(_content(table), before)
     configuration = DeltaTable(str(table)).metadata().configuration
@@ -114,7 +79,7 @@ def test_sigkill_at_every_point_leaves_a_usable_table(tmp_path, monkeypatch):
     assert "runner.index.buckets.splits" not in configuration
 
     # killed right after its commit: the new version is whole
-    _kill_at(tmp_path, "after_commit", corrections)
+    kill_at(tmp_path, "after_commit", corrections)
     assert DeltaTable(str(table)).version() == 2
     after = _content(table)
     assert len(after) == len(before)  # 1 insert, 1 delete
@@ -200,7 +165,7 @@ def test_sigkill_during_a_merge_on_read_upsert_leaves_the_table_as_it_was(tmp_pa
     version = DeltaTable(str(table)).version()
     corrections = "pipelines/quickstart_corrections.yaml"
     for point in ("after_deletion_vector", "before_commit", "log_entry_written"):
-        _kill_at(tmp_path, point, corrections)
+        kill_at(tmp_path, point, corrections)
         assert DeltaTable(str(table)).version() == version, point
         pd.testing.assert_frame_equal(_scanned(table), before)
     left = set(table.rglob("deletion_vector_*.bin"))
@@ -244,7 +209,7 @@ def test_sigkill_after_change_data_files_leaves_none_referenced(tmp_path):
     table = tmp_path / "pipelines" / "warehouse" / "trips"
     corrections = "pipelines/quickstart_corrections.yaml"
     for point in ("after_change_file", "before_commit"):
-        _kill_at(tmp_path, point, corrections)
+        kill_at(tmp_path, point, corrections)
         assert DeltaTable(str(table)).version() == 1, point
     left = set((table / "_change_data").rglob("*.parquet"))
     assert left, "the killed runs left change data files behind"
@@ -267,7 +232,7 @@ def test_sigkill_after_change_data_files_leaves_none_referenced(tmp_path):
     v1 = _content_at(table, 1)
     now = _content(table)
     for point in ("after_change_file", "before_commit", "log_entry_written"):
-        _kill_at(tmp_path, point, "restore", "pipelines/quickstart.yaml", "--to", "1")
+        kill_at(tmp_path, point, "restore", "pipelines/quickstart.yaml", "--to", "1")
         assert DeltaTable(str(table)).version() == 2, point
         pd.testing.assert_frame_equal(_content(table), now)
     refused = _runner(tmp_path, "restore", "pipelines/quickstart.yaml", "--to", "9")

@@ -11,12 +11,7 @@ after the first commit of a second run, and run again: each table holds its rows
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import sys
-import time
-import uuid
 from pathlib import Path
 
 import pandas as pd
@@ -24,7 +19,8 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 
-RUNNER = [sys.executable, "-m", "runner"]
+from tests.kill import RUNNER, kill_at
+
 SCHEMA = "id long, country string, ts long, v string"
 UPSERT = {
     "operation": "upsert",
@@ -157,32 +153,6 @@ def _runner(work: Path, *args: str, env: dict | None = None) -> subprocess.Compl
     )
 
 
-def _kill_after_first_commit(work: Path) -> None:
-    marker = work / f"held-{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "RUNNER_FAULT": "after_commit:hold", "RUNNER_FAULT_MARKER": str(marker)}
-    proc = subprocess.Popen(
-        [*RUNNER, "run", "specs"],
-        cwd=work,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 300
-        while not marker.exists():
-            if proc.poll() is not None:
-                pytest.fail(
-                    f"runner ended before its commit: {proc.stderr.read().decode()[-2000:]}"
-                )
-            assert time.monotonic() < deadline, "runner never committed"
-            time.sleep(0.2)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
-        proc.stderr.close()
-
-
 def _one_pipeline_per_run_id(stderr: str) -> None:
     """Every log event of a run carries that run's pipeline, none another's."""
     pipelines: dict[str, set[str]] = {}
@@ -230,7 +200,8 @@ def test_a_directory_of_specs_runs_as_one_in_order(tmp_path):
     more_events, more_cities = _rows(range(4, 9), 2, "b"), _rows(range(2, 7), 2, "d")
     _drop(tmp_path, "raw_events", "1", more_events)
     _drop(tmp_path, "cities", "1", more_cities)
-    _kill_after_first_commit(tmp_path)  # bronze's commit: silver, gold, cities not yet run
+    # killed at bronze's commit: silver, gold and cities not run yet
+    kill_at(tmp_path, "after_commit", "run", "specs", wait_s=300)
     again = _runner(tmp_path, "specs", "--exclude", "orders,order_totals")
 
     assert again.returncode == 0, again.stderr[-3000:]
