@@ -201,7 +201,9 @@ def run(options: RunCommand) -> None:
     The specs must agree on spark.master and every spark.conf setting but spark.sql.*
     runtime ones, which each spec's session gets on its own; a set that does not is
     refused with the settings named: run those specs apart. --summary-json, --batch-id,
-    --checkpoint, --ignore-checkpoint, --continuous and --dry-run are for one spec.
+    --checkpoint, --ignore-checkpoint and --dry-run are for one spec. With --continuous
+    the set runs in rounds in its one application until SIGTERM; a spec that fails fails
+    its round only, and the first spec's metrics.port serves every spec's metrics.
     """
     from runner.commands.summary_file import write_summary
     from runner.observe.observed import Observer
@@ -254,7 +256,6 @@ def _as_set(options: RunCommand) -> bool:
         "--batch-id": options.batch_id,
         "--checkpoint": options.checkpoints,
         "--ignore-checkpoint": options.ignore_checkpoint,
-        "--continuous": options.continuous,
         "--dry-run": options.dry_run,
     }
     given = [k for k, v in one_spec.items() if v]
@@ -266,6 +267,7 @@ def _as_set(options: RunCommand) -> bool:
         options.specs,
         (options.select or "", options.exclude or "", options.with_upstream),
         options.fail_fast,
+        _duration(options.min_interval) if options.continuous else None,
     )
     return True
 

@@ -63,10 +63,13 @@ def validate_set(paths: Sequence[str]) -> None:
     click.echo(f"run order: {', '.join(m.name for m in specs.members)}")
 
 
-def run_set(paths: Sequence[str], pick: tuple[str, str, bool], fail_fast: bool) -> None:
+def run_set(
+    paths: Sequence[str], pick: tuple[str, str, bool], fail_fast: bool, every: float | None
+) -> None:
     """Run the set (the specs `pick` selects, excludes, and whether with their upstreams),
-    print each spec's summary as it ends and the set's table; exit 1 when any failed."""
-    from runner.commands.spec_set_run import SetRun, summary_table
+    print each spec's summary as it ends and the set's table; exit 1 when any failed.
+    With `every` (seconds), in rounds until stopped (runner run --continuous)."""
+    from runner.commands.spec_set_run import SetRun, run_rounds, summary_table
     from runner.pipeline.shared_spark import check_set, shared_spark
 
     found = _found(paths)
@@ -83,10 +86,22 @@ def run_set(paths: Sequence[str], pick: tuple[str, str, bool], fail_fast: bool) 
         f"{', '.join(m.name for m in chosen.members)}{left_out if found.not_specs else ''}"
     )
     name = Path(paths[0]).resolve().name if len(paths) == 1 else chosen.members[0].name
-    done = SetRun(chosen, shared, name, sys.stderr.isatty(), fail_fast).run(_show)
-    for line in summary_table(done):
-        click.echo(scrub(line))
-    if any(o.result == "failed" for o in done):
+    set_run = SetRun(chosen, shared, name, sys.stderr.isatty(), fail_fast)
+    if every is None:
+        done = set_run.run(_show)
+        for line in summary_table(done):
+            click.echo(scrub(line))
+        if any(o.result == "failed" for o in done):
+            sys.exit(1)
+        return
+
+    def round_done(number: int, outcomes: list[SpecOutcome]) -> None:
+        for line in summary_table(outcomes):
+            click.echo(scrub(f"round {number}: {line}"))
+
+    rounds = run_rounds(set_run, every, _show, round_done)
+    click.echo(f"{name}: stopped after {rounds.count} round(s), {rounds.commits} commit(s)")
+    if rounds.failed:
         sys.exit(1)
 
 

@@ -44,35 +44,47 @@ def run_continuously(
 ) -> Rounds:
     """Rounds until SIGTERM or SIGINT; `on_round` gets each round's number and summary.
     `options`' checkpoints apply to the first round only."""
-    stop = threading.Event()
-
-    def request_stop(signum: int, _frame: object) -> None:
-        stop.set()  # only a flag: logging here could re-enter a write to stderr
-
-    count = commits = 0
+    commits = 0
     spark: SparkSession | None = None
     port = observer.metrics.serve()  # metrics.port: /metrics while the rounds run
     if port is not None:
         log.info("metrics_served", port=port, path="/metrics")
-    while not stop.is_set():
-        # PySpark puts its own SIGINT handler in when it starts: ours goes back every round.
-        signal.signal(signal.SIGTERM, request_stop)
-        signal.signal(signal.SIGINT, request_stop)
-        started = time.monotonic()
-        first = count == 0
+
+    def one_round(number: int) -> None:
+        nonlocal commits, spark
         later = RunOptions(options.console_progress)
-        summary = observer.run(spark, options if first else later)
+        summary = observer.run(spark, options if number == 1 else later)
         spark = spark or _active_session()
-        count += 1
         commits += summary.version is not None
-        on_round(count, summary)
-        log.info("round_done", round=count, version=summary.version)
-        stop.wait(max(0.0, interval_seconds - (time.monotonic() - started)))
+        on_round(number, summary)
+        log.info("round_done", round=number, version=summary.version)
+
+    count = repeat(interval_seconds, one_round)
     log.info("stopped", rounds=count, commits=commits)
     observer.close()
     if spark is not None:
         spark.stop()
     return Rounds(count, commits)
+
+
+def repeat(interval_seconds: float, one_round: Callable[[int], None]) -> int:
+    """`one_round(number)` until SIGTERM or SIGINT, a round starting at most every
+    `interval_seconds`; the number of rounds run. A signal lets the round in flight end."""
+    stop = threading.Event()
+
+    def request_stop(signum: int, _frame: object) -> None:
+        stop.set()  # only a flag: logging here could re-enter a write to stderr
+
+    count = 0
+    while not stop.is_set():
+        # PySpark puts its own SIGINT handler in when it starts: ours goes back every round.
+        signal.signal(signal.SIGTERM, request_stop)
+        signal.signal(signal.SIGINT, request_stop)
+        started = time.monotonic()
+        count += 1
+        one_round(count)
+        stop.wait(max(0.0, interval_seconds - (time.monotonic() - started)))
+    return count
 
 
 def _active_session() -> SparkSession | None:

@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING, Literal
 
 import structlog
 
+from runner.commands.continuous import repeat
 from runner.errors import RunnerError, UserError
 from runner.jvm.session import spark_session
+from runner.observe.metrics import SetMetrics
 from runner.observe.observed import Observer
 from runner.observe.record import one_line
 from runner.pipeline.context import Application, RunOptions
@@ -81,6 +83,9 @@ class SetRun:
     console_progress: bool = False
     fail_fast: bool = False
     base: SparkSession | None = field(default=None, init=False)  # the first session
+    # each spec's, kept over rounds (their counters add up); metrics on one endpoint
+    observers: dict[str, Observer] = field(default_factory=dict, init=False)
+    metrics_served: bool = field(default=False, init=False)
 
     def run(self, on_done: Callable[[SpecOutcome], None]) -> list[SpecOutcome]:
         """Every spec's outcome, in the set's order; `on_done` gets each as it ends."""
@@ -136,7 +141,7 @@ class SetRun:
         started = time.monotonic()
         options = RunOptions(console_progress=self.console_progress, application=application)
         try:
-            summary = Observer(member.spec).run(self._session(member, application), options)
+            summary = self._observer(member).run(self._session(member, application), options)
         except Exception as failure:
             seconds = time.monotonic() - started
             log.warning("spec_failed", pipeline=member.name, error=type(failure).__name__)
@@ -148,6 +153,13 @@ class SetRun:
             structlog.contextvars.clear_contextvars()  # the run's id and name end with it
         result: Result = "nothing new" if summary.nothing_new else "committed"
         return SpecOutcome(member, result, summary, seconds=time.monotonic() - started)
+
+    def _observer(self, member: Member) -> Observer:
+        observer = self.observers.get(member.name)
+        if observer is None:
+            observer = self.observers[member.name] = Observer(member.spec)
+            observer.metrics.served_with_a_set = self.metrics_served
+        return observer
 
     def _session(self, member: Member, application: Application) -> SparkSession | None:
         """The session `member` runs on: a new one of the application, with the spec's own
@@ -200,3 +212,44 @@ def summary_table(outcomes: list[SpecOutcome]) -> list[str]:
 
 
 _RESULTS: tuple[Result, ...] = ("committed", "nothing new", "failed", "skipped")
+
+
+@dataclass(frozen=True)
+class SetRounds:
+    count: int
+    commits: int
+    failed: bool  # a spec failed in the last round
+
+
+def run_rounds(
+    set_run: SetRun,
+    interval_seconds: float,
+    on_done: Callable[[SpecOutcome], None],
+    on_round: Callable[[int, list[SpecOutcome]], None],
+) -> SetRounds:
+    """`runner run DIR --continuous`: the set's rounds in its one application until SIGTERM
+    or SIGINT (the round in flight ends first). A spec that fails fails its round only: the
+    next round runs it again, and the others go on. The first spec with a metrics.port
+    serves every spec's metrics on it (runner/observe/metrics.py SetMetrics)."""
+    members = set_run.specs.members
+    port = next((m.spec.metrics.port for m in members if m.spec.metrics.port is not None), None)
+    metrics = SetMetrics(lambda: [o.metrics for o in list(set_run.observers.values())])
+    if port is not None:
+        metrics.serve(port)
+        set_run.metrics_served = True
+    commits, last = 0, []
+
+    def one_round(number: int) -> None:
+        nonlocal commits, last
+        last = set_run.run(on_done)
+        commits += sum(o.result == "committed" for o in last)
+        on_round(number, last)
+
+    try:
+        count = repeat(interval_seconds, one_round)
+    finally:
+        metrics.close()
+    log.info("stopped", rounds=count, commits=commits)
+    if set_run.base is not None:
+        set_run.base.stop()
+    return SetRounds(count, commits, any(o.result == "failed" for o in last))

@@ -81,6 +81,7 @@ class PipelineMetrics:
         self._gauges: Values = {}
         self._last_success = _textfile_last_success(self.settings.textfile, pipeline)
         self._server: tuple[WSGIServer, threading.Thread] | None = None
+        self.served_with_a_set = False  # its families are on a set's endpoint (SetMetrics)
         self.registry = CollectorRegistry()
         self.registry.register(self)
 
@@ -97,7 +98,9 @@ class PipelineMetrics:
     @property
     def wanted(self) -> bool:
         """Some way out is set: a Pushgateway, a textfile, or a running server."""
-        return bool(self.push_url or self.settings.textfile or self._server)
+        return bool(
+            self.push_url or self.settings.textfile or self._server or self.served_with_a_set
+        )
 
     def observe(self, record: RunRecord) -> None:
         """After each run: add it (with the target's state read from its log), then push
@@ -184,25 +187,13 @@ class PipelineMetrics:
         port = self.settings.port if port is None else port
         if port is None or self._server is not None:
             return self._server[0].server_port if self._server else None
-        try:
-            self._server = start_http_server(port, addr=addr, registry=self.registry)
-        except OSError as exc:
-            raise UserError(
-                f"metrics.port {port}: cannot serve the metrics on {addr}:{port} ({exc}); "
-                "choose a free port in the spec's metrics block"
-            ) from exc
-        log.info("metrics_served", url=f"http://{addr}:{self._server[0].server_port}/metrics")
+        self._server = serve_registry(self.registry, port, addr)
         return self._server[0].server_port
 
     def close(self) -> None:
         """Stop the HTTP server, if one runs."""
-        if self._server is None:
-            return
-        server, thread = self._server
+        stop_serving(self._server)
         self._server = None
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
     def __enter__(self) -> PipelineMetrics:
         return self
@@ -245,3 +236,57 @@ def _textfile_last_success(path: str | None, pipeline: str) -> float | None:
     except (OSError, ValueError):  # no file yet, or not ours to read
         return None
     return None
+
+
+def serve_registry(
+    registry: CollectorRegistry, port: int, addr: str = "0.0.0.0"
+) -> tuple[WSGIServer, threading.Thread]:
+    """/metrics of `registry` over HTTP from a daemon thread; a port that cannot be bound is
+    a UserError."""
+    try:
+        server = start_http_server(port, addr=addr, registry=registry)
+    except OSError as exc:
+        raise UserError(
+            f"metrics.port {port}: cannot serve the metrics on {addr}:{port} ({exc}); "
+            "choose a free port in the spec's metrics block"
+        ) from exc
+    log.info("metrics_served", url=f"http://{addr}:{server[0].server_port}/metrics")
+    return server
+
+
+class SetMetrics:
+    """The metrics of a set's pipelines on one endpoint (`runner run DIR --continuous`):
+    each pipeline's families, their samples together (the pipeline label tells them
+    apart). `members` gives the pipelines' metrics as the set's rounds make them."""
+
+    def __init__(self, members: Callable[[], Iterable[PipelineMetrics]]) -> None:
+        self._members = members
+        self._server: tuple[WSGIServer, threading.Thread] | None = None
+
+    def collect(self) -> Iterable[Metric]:
+        merged: dict[str, Metric] = {}
+        for member in self._members():
+            for family in member.collect():
+                if family.name in merged:
+                    merged[family.name].samples.extend(family.samples)
+                else:
+                    merged[family.name] = family
+        return list(merged.values())
+
+    def serve(self, port: int) -> int:
+        registry = CollectorRegistry()
+        registry.register(self)
+        self._server = serve_registry(registry, port)
+        return self._server[0].server_port
+
+    def close(self) -> None:
+        stop_serving(self._server)
+        self._server = None
+
+
+def stop_serving(served: tuple[WSGIServer, threading.Thread] | None) -> None:
+    if served is not None:
+        server, thread = served
+        server.shutdown()
+        server.server_close()
+        thread.join()

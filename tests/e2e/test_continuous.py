@@ -19,7 +19,8 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 
-from tests.e2e.test_kill import _kill_at, _runner
+from tests.e2e.test_kill import _runner
+from tests.kill import kill_at
 
 RUNNER = [sys.executable, "-m", "runner"]
 
@@ -81,7 +82,7 @@ def test_new_files_once_each_across_a_sigkill(tmp_path):
     assert _runner(tmp_path, str(spec)).returncode == 0
     frames.append(_drop(tmp_path, 1))
     for point in ("keyed", "before_commit"):
-        _kill_at(tmp_path, point, str(spec))
+        kill_at(tmp_path, point, str(spec))
         assert DeltaTable(str(tmp_path / "table")).version() == 1
     done = _runner(tmp_path, str(spec), "--summary-json", "s.json")
     assert done.returncode == 0, done.stderr
@@ -113,10 +114,13 @@ def _wait_for(lines: queue.Queue, event: str, seen: list[str], timeout: float = 
     pytest.fail(f"no {event} within {timeout}s; last log lines:\n{''.join(seen[-20:])}")
 
 
-def start_continuous(work: Path, spec: str) -> tuple[subprocess.Popen, queue.Queue]:
+def start_continuous(
+    work: Path, spec: str, summary_json: bool = True
+) -> tuple[subprocess.Popen, queue.Queue]:
     """`runner run SPEC --continuous` (rounds 1 s apart, JSON logs, summaries in r.json), and
     a queue its log lines arrive on."""
-    args = ["run", spec, "--continuous", "--min-interval", "1s", "--summary-json", "r.json"]
+    args = ["run", spec, "--continuous", "--min-interval", "1s"]
+    args += ["--summary-json", "r.json"] if summary_json else []
     proc = subprocess.Popen(
         [*RUNNER, "--log-format", "json", *args],
         cwd=work,
@@ -155,3 +159,44 @@ def test_continuous_rounds_then_sigterm_finishes_the_round_in_flight(tmp_path):
     assert all(r["nothing_new"] for r in rounds if r["version"] is None)
     pd.testing.assert_frame_equal(_table(tmp_path), _reference(frames), check_dtype=False)
     assert _checkpoints(tmp_path) == [["0.parquet"], ["1.parquet"], ["2.parquet"], ["3.parquet"]]
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_a_set_runs_in_rounds_with_every_specs_metrics_on_one_endpoint(tmp_path):
+    import socket
+    import urllib.request
+
+    spec = yaml.safe_load(_setup(tmp_path).read_text())
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (tmp_path / "specs").mkdir()
+    copies = {**spec, "name": "copies", "metrics": {"port": port}}
+    copies["target"] = {**spec["target"], "path": "../copies"}
+    copies["sources"] = [{**spec["sources"][0], "path": "../inbox"}]
+    events = {**spec, "target": {**spec["target"], "path": "../table"}}
+    events["sources"] = copies["sources"]
+    for name, body in (("copies", copies), ("events", events)):
+        (tmp_path / "specs" / f"{name}.yaml").write_text(yaml.safe_dump(body, sort_keys=False))
+    frames = [_drop(tmp_path, 0)]
+    proc, lines = start_continuous(tmp_path, "specs", summary_json=False)
+    seen: list[str] = []
+    try:
+        for _ in range(2):  # both specs' first round
+            _wait_for(lines, "commit_done", seen)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as page:
+            exposition = page.read().decode()
+        frames.append(_drop(tmp_path, 1))
+        for _ in range(2):
+            _wait_for(lines, "commit_done", seen)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=180)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, "".join(seen[-20:])
+    assert "specs: stopped after" in out and "4 commit(s)" in out
+    assert 'pipeline="copies"' in exposition and 'pipeline="events"' in exposition
+    pd.testing.assert_frame_equal(_table(tmp_path), _reference(frames), check_dtype=False)
+    copied = DeltaTable(str(tmp_path / "copies")).to_pyarrow_table().to_pandas()
+    assert sorted(copied["id"]) == sorted(_reference(frames)["id"])

@@ -12,7 +12,8 @@ import yaml
 from deltalake import DeltaTable
 
 from tests.e2e.test_continuous import _wait_for, start_continuous
-from tests.e2e.test_kill import _kill_at, _runner
+from tests.e2e.test_kill import _runner
+from tests.kill import kill_at
 
 
 def _setup(tmp_path: Path, bootstrap: str, topic: str, **options: str) -> str:
@@ -68,10 +69,10 @@ def test_sigkill_at_every_point_then_a_rerun_commits_each_record_once(tmp_path, 
     for point in ("keyed", "after_bucket_file", "before_commit"):
         _produce(kafka_broker, topic, range(produced, produced + 10))
         produced += 10
-        _kill_at(tmp_path, point, spec)
+        kill_at(tmp_path, point, spec)
         assert not (tmp_path / "table" / "_delta_log").exists() or not _ids(tmp_path), point
 
-    _kill_at(tmp_path, "after_commit", spec)  # the commit is whole: data and offsets
+    kill_at(tmp_path, "after_commit", spec)  # the commit is whole: data and offsets
     assert _ids(tmp_path) == list(range(produced))
     assert _checkpoint(tmp_path) == _ends(kafka_broker, topic)
 
