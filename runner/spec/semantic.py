@@ -44,6 +44,7 @@ def semantic_problems(doc: Located, file: str) -> list[SpecProblem]:
     _check_deletes_handed_on(data, operation, problem)
     _check_quarantine(data, problem)
     _check_rename_drop(target, problem)
+    _check_catalog(target.get("catalog"), problem)
     for path, text in strings_with_paths(data, ()):
         for bad in malformed_refs(text):
             problem(
@@ -343,6 +344,23 @@ def _check_rename_drop(target: dict[str, Any], problem: Problems) -> None:
             problem(("target", "drop", i), f"{name} is the {named[name]}: it cannot be dropped")
         elif name in renames:
             problem(("target", "drop", i), f"{name} is also renamed in target.rename")
+
+
+_CATALOG_FIELDS = {"glue": ("region", "endpoint_url"), "hive": ("uri",)}
+
+
+def _check_catalog(catalog: dict[str, Any] | None, problem: Problems) -> None:
+    """A catalog's settings belong to its type (glue: region, endpoint_url; hive: uri)."""
+    if catalog is None:
+        return
+    kind = catalog["type"]
+    for other, fields in _CATALOG_FIELDS.items():
+        for name in fields:
+            if other != kind and name in catalog:
+                problem(
+                    ("target", "catalog", name),
+                    f"applies to a catalog of type {other}, not {kind}; remove it",
+                )
 
 
 def _check_quarantine(data: dict[str, Any], problem: Problems) -> None:
