@@ -64,11 +64,13 @@ def table_entry(table: DeltaTable, uri: str) -> TableEntry:
 
 
 def catalog_location(uri: str) -> str:
-    """The table's root as a catalog names it: a URI (`s3://...` as written; a local path as
-    `file:///...`), without a trailing slash."""
+    """The table's root as a catalog names it: a URI (`s3://`, also for `s3a://`; a local
+    path as `file:///...`), without a trailing slash."""
     path = local_path(uri)
     if path is not None:
         return Path(path).absolute().as_uri()
+    if uri.lower().startswith(("s3a://", "s3n://")):  # Athena and Glue know s3:// only
+        uri = "s3://" + uri.split("://", 1)[1]
     return uri.rstrip("/")
 
 

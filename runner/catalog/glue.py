@@ -17,7 +17,9 @@ from runner.spec.model import CatalogSpec
 Done = Literal["created", "updated", "unchanged"]
 SERDE = "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"  # as delta-spark writes it
 # a catalog that does not answer costs a run seconds, not minutes
-_CONFIG = Config(connect_timeout=5, read_timeout=20, retries={"max_attempts": 2})
+_CONFIG = Config(
+    connect_timeout=5, read_timeout=20, retries={"mode": "standard", "total_max_attempts": 2}
+)
 
 
 def sync_glue(catalog: CatalogSpec, entry: TableEntry) -> tuple[Done, bool]:

@@ -102,7 +102,7 @@ def test_glue_sync_becomes_target_catalog():
     off = _import({"hoodie.datasource.hive_sync.table": "x"})
     assert "catalog" not in off.spec["target"]
     assert dict(off.skipped)["hoodie.datasource.hive_sync.table"].startswith("catalog sync is off")
-    with pytest.raises(UserError, match="hive_sync.table=trips-2: a catalog table name"):
+    with pytest.raises(UserError, match=r"hive_sync\.table=trips-2: a catalog table name"):
         _import(
             {"hoodie.datasource.hive_sync.table": "trips-2"},
             "--enable-sync",
