@@ -371,7 +371,9 @@ def sync(spec: str, as_json: bool) -> None:
     if target.catalog is None:
         raise UserError(f"{spec}: no target.catalog to register the table in; add one")
     done = register(target)
-    click.echo(json.dumps(scrub_values(done.to_dict()), indent=2) if as_json else done.render())
+    click.echo(
+        json.dumps(scrub_values(done.to_dict()), indent=2) if as_json else scrub(done.render())
+    )
 
 
 COMMANDS = (init, validate, run, keys, schema, import_hudi, sync)
