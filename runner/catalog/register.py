@@ -3,7 +3,7 @@ latest version, handed to the catalog's client, which writes it when it is missi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from runner.catalog.entry import table_entry
@@ -11,7 +11,7 @@ from runner.catalog.glue import sync_glue
 from runner.delta.snapshot import open_table
 from runner.errors import CatalogError, UserError
 from runner.spec.model import CatalogSpec, Target
-from runner.spec.secrets import scrub
+from runner.spec.secrets import resolve, scrub
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,12 @@ class Registration:
             f"{self.catalog.type} {self.catalog.name}: {self.done}{database}, version "
             f"{self.version}, {self.columns} column(s) at {self.location}"
         )
+
+
+def resolved(catalog: CatalogSpec) -> CatalogSpec:
+    """The catalog's settings with their `${env:NAME}` references resolved."""
+    values = {f.name: getattr(catalog, f.name) for f in fields(catalog)}
+    return CatalogSpec(**resolve(values, where="target.catalog"))
 
 
 def check_built(target: Target) -> None:
@@ -89,6 +95,7 @@ def register_or_warn(target: Target) -> Registration:
 
 def _register(target: Target, catalog: CatalogSpec) -> Registration:
     check_built(target)
+    catalog = resolved(catalog)
     snapshot = open_table(target.path)
     if snapshot is None:
         raise UserError(

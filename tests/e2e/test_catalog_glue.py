@@ -49,10 +49,10 @@ def _spec(tmp_path, endpoint: str, **catalog):
     )
 
 
-def _run(spec, tmp_path, frame, schema=DATA):
+def _run(spec, tmp_path, frame, schema=DATA, env=ENV):
     write_batch(tmp_path, frame, schema)
     summary = tmp_path / "summary.json"
-    done = run_cli("run", str(spec), "--summary-json", str(summary), env=ENV)
+    done = run_cli("run", str(spec), "--summary-json", str(summary), env=env)
     assert done.returncode == 0, done.stderr
     return done, json.loads(summary.read_text())
 
@@ -85,9 +85,11 @@ def test_glue_entry_follows_the_table(tmp_path, spark, monkeypatch, glue):
     shown = run_cli("history", str(spec))
     assert "catalog glue lake.trips: not registered" in shown.stdout
 
-    # the catalog answers: the next run registers (its schema did not change)
-    spec = _spec(tmp_path, glue.meta.endpoint_url)
-    _, summary = _run(spec, tmp_path, city_rows(range(5, 15), ts=2))
+    # the catalog answers: the next run registers (its schema did not change); the
+    # endpoint, an ${env:NAME} reference, is resolved when it is used
+    _spec(tmp_path, "${env:GLUE_ENDPOINT}")
+    env = {**ENV, "GLUE_ENDPOINT": glue.meta.endpoint_url}
+    _, summary = _run(spec, tmp_path, city_rows(range(5, 15), ts=2), env=env)
     assert (summary["catalog"]["done"], summary["catalog"]["version"]) == ("created", first + 1)
     entry = _entry(glue)
     storage = entry["StorageDescriptor"]
@@ -103,17 +105,17 @@ def test_glue_entry_follows_the_table(tmp_path, spark, monkeypatch, glue):
 
     # an added column, then a widened type: the entry follows each
     added = DATA.append(pa.field("qty", pa.int32()))
-    _run(spec, tmp_path, city_rows(range(3), ts=3).assign(qty=7), added)
+    _run(spec, tmp_path, city_rows(range(3), ts=3).assign(qty=7), added, env)
     assert _columns(_entry(glue))["qty"] == "int"
     widened = DATA.append(pa.field("qty", pa.int64()))
-    _, summary = _run(spec, tmp_path, city_rows(range(3), ts=4).assign(qty=2**40), widened)
+    _, summary = _run(spec, tmp_path, city_rows(range(3), ts=4).assign(qty=2**40), widened, env)
     assert summary["catalog"]["done"] == "updated"
     assert _columns(_entry(glue))["qty"] == "bigint"
     assert _entry(glue)["StorageDescriptor"]["Location"] == location
 
     # on demand, without a JVM: the entry is current
     no_spark(monkeypatch)
-    synced = run_cli("sync", str(spec), env=ENV)
+    synced = run_cli("sync", str(spec), env=env)
     assert synced.returncode == 0, synced.stderr
     latest = DeltaTable(str(table)).version()
     assert synced.stdout.startswith(f"glue lake.trips: unchanged, version {latest}, 9 column(s)")
@@ -154,8 +156,9 @@ def test_sync_without_a_catalog_or_a_table(tmp_path, glue):
     assert done.returncode == 2 and "no Delta table at" in done.stderr
     # the spec's catalog section is checked without connecting
     text = yaml.safe_load(spec.read_text())
-    text["target"]["catalog"]["uri"] = "thrift://h:9083"
+    text["target"]["catalog"] |= {"uri": "thrift://h:9083", "database": "Lake"}
     spec.write_text(yaml.safe_dump(text))
     done = run_cli("validate", str(spec))
     assert done.returncode == 2
     assert "target.catalog.uri: applies to a catalog of type hive, not glue" in done.stdout
+    assert "target.catalog.database: 'Lake': use lowercase letters, digits and _" in done.stdout
