@@ -50,18 +50,22 @@ def _sync_table(glue: Any, catalog: CatalogSpec, wanted: dict[str, Any]) -> Done
     except glue.exceptions.EntityNotFoundException:
         glue.create_table(DatabaseName=catalog.database, TableInput=wanted)
         return "created"
-    wanted = _keeping_others(wanted, held.get("Parameters", {}))
+    wanted = _keeping_others(wanted, held)
     if _held_input(held) == wanted:
         return "unchanged"
     glue.update_table(DatabaseName=catalog.database, TableInput=wanted)
     return "updated"
 
 
-def _keeping_others(wanted: dict[str, Any], held: dict[str, str]) -> dict[str, Any]:
-    """The entry with the parameters others set (a crawler's, a tag) kept: the runner owns
-    the Delta parameters and the table's `delta.*` settings only."""
-    others = {k: v for k, v in held.items() if not k.startswith("delta.")}
-    return {**wanted, "Parameters": {**others, **wanted["Parameters"]}}
+_OTHERS_FIELDS = ("Description", "Owner")  # an update keeps what others wrote there
+
+
+def _keeping_others(wanted: dict[str, Any], held: dict[str, Any]) -> dict[str, Any]:
+    """The entry with what others set kept (a description, an owner, a crawler's or a tag's
+    parameters): the runner owns the Delta parameters and the table's `delta.*` settings."""
+    others = {k: v for k, v in held.get("Parameters", {}).items() if not k.startswith("delta.")}
+    kept = {k: held[k] for k in _OTHERS_FIELDS if k in held}
+    return {**kept, **wanted, "Parameters": {**others, **wanted["Parameters"]}}
 
 
 def _table_input(name: str, entry: TableEntry) -> dict[str, Any]:
@@ -82,6 +86,7 @@ def _held_input(held: dict[str, Any]) -> dict[str, Any]:
     storage = held.get("StorageDescriptor", {})
     serde = storage.get("SerdeInfo", {})
     return {
+        **{k: held[k] for k in _OTHERS_FIELDS if k in held},
         "Name": held.get("Name"),
         "TableType": held.get("TableType"),
         "Parameters": held.get("Parameters", {}),

@@ -103,10 +103,21 @@ def test_glue_entry_follows_the_table(tmp_path, spark, monkeypatch, glue):
     assert list(columns) == [f.name for f in DeltaTable(str(table)).schema().fields]
     assert {k: columns[k] for k in DATA.names} == {"id": "bigint", "city": "string", "ts": "bigint"}
 
+    # what others set on the entry (a description, a parameter) stays through updates
+    glue.update_table(
+        DatabaseName="lake",
+        TableInput={
+            **{k: entry[k] for k in ("Name", "TableType", "StorageDescriptor")},
+            "Description": "trips by city",
+            "Parameters": {**entry["Parameters"], "team": "geo"},
+        },
+    )
     # an added column, then a widened type: the entry follows each
     added = DATA.append(pa.field("qty", pa.int32()))
     _run(spec, tmp_path, city_rows(range(3), ts=3).assign(qty=7), added, env)
-    assert _columns(_entry(glue))["qty"] == "int"
+    entry = _entry(glue)
+    assert _columns(entry)["qty"] == "int"
+    assert (entry["Description"], entry["Parameters"]["team"]) == ("trips by city", "geo")
     widened = DATA.append(pa.field("qty", pa.int64()))
     _, summary = _run(spec, tmp_path, city_rows(range(3), ts=4).assign(qty=2**40), widened, env)
     assert summary["catalog"]["done"] == "updated"
