@@ -6,10 +6,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import boto3
-from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
-
 from runner.catalog.entry import TableEntry
 from runner.errors import CatalogError
 from runner.spec.model import CatalogSpec
@@ -17,17 +13,26 @@ from runner.spec.model import CatalogSpec
 Done = Literal["created", "updated", "unchanged"]
 SERDE = "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"  # as delta-spark writes it
 # a catalog that does not answer costs a run seconds, not minutes
-_CONFIG = Config(
-    connect_timeout=5, read_timeout=20, retries={"mode": "standard", "total_max_attempts": 2}
-)
+_TIMEOUTS = {
+    "connect_timeout": 5,
+    "read_timeout": 20,
+    "retries": {"mode": "standard", "total_max_attempts": 2},
+}
 
 
 def sync_glue(catalog: CatalogSpec, entry: TableEntry) -> tuple[Done, bool]:
     """Create or update the table's entry in Glue; (what was done, the database was created).
     Raises CatalogError with the catalog's own reason."""
+    import boto3  # not at import: a run without a catalog does not pay for it
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError
+
     try:
         glue = boto3.client(
-            "glue", region_name=catalog.region, endpoint_url=catalog.endpoint_url, config=_CONFIG
+            "glue",
+            region_name=catalog.region,
+            endpoint_url=catalog.endpoint_url,
+            config=Config(**_TIMEOUTS),
         )
         created_database = _ensure_database(glue, catalog.database)
         return _sync_table(glue, catalog, _table_input(catalog.table, entry)), created_database
@@ -103,7 +108,8 @@ def _held_input(held: dict[str, Any]) -> dict[str, Any]:
 
 def _reason(failure: Exception) -> str:
     """The catalog's reason on one line: its error code and message, or the connection's."""
-    if isinstance(failure, ClientError):
-        error = failure.response.get("Error", {})
+    response = getattr(failure, "response", None)  # a ClientError's: the catalog answered
+    if isinstance(response, dict):
+        error = response.get("Error", {})
         return f"{error.get('Code', 'error')}: {error.get('Message', '')}".strip()
     return str(failure)
