@@ -79,3 +79,8 @@ class CommitConflictError(RunnerError):
 
 class EnvironmentProblem(RunnerError):
     """The machine lacks something the run needs (Java, a writable path)."""
+
+
+class CatalogError(RunnerError):
+    """The catalog (AWS Glue, a Hive Metastore) did not take the table's entry: it did not
+    answer, or refused it. The table itself is as its last commit left it."""

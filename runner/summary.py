@@ -236,6 +236,8 @@ class RunSummary:
     compaction: dict[str, Any] | None = None  # target.compaction.after_commit, if it folded any
     expansion: dict[str, Any] | None = None  # the automatic expansion after the commit, if one ran
     files_cleaned: int | None = None  # by target.cleaning.after_commit
+    # target.catalog: the table's entry after the commit (runner/catalog/ Registration)
+    catalog: dict[str, Any] | None = None
     stage_seconds: dict[str, float] = field(default_factory=dict)
     # bulk_insert: "the source files" when the writers read the rows themselves, else
     # "Spark (why)": the rows then cross the slower Arrow hand-off
@@ -404,7 +406,24 @@ class RunSummary:
             )
         if self.files_cleaned is not None:
             lines.append(f"  cleaned      {self.files_cleaned} file(s) no reader needs")
+        if self.catalog:
+            lines.append(f"  catalog      {catalog_line(self.catalog)}")
         return lines
+
+
+def catalog_line(catalog: dict[str, Any]) -> str:
+    """A registration in the catalog on one line (the summary's, the history's)."""
+    where = f"{catalog['type']} {catalog['name']}"
+    if catalog.get("error"):
+        return (
+            f"{where}: not registered: {catalog['error']} (the commit stands; the next run "
+            "registers, or `runner sync`)"
+        )
+    created = f" (database {catalog['name'].split('.')[0]} created)"
+    return (
+        f"{where}: {catalog['done']}{created if catalog['database_created'] else ''}, "
+        f"version {catalog['version']}"
+    )
 
 
 def _source_line(info: dict[str, Any]) -> str:

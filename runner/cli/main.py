@@ -67,6 +67,7 @@ def cli(ctx: click.Context, debug: bool, log_format: str) -> None:
       runner clean PIPELINE.yaml      remove files no reader needs
       runner restore PIPELINE.yaml --to 3        undo a bad batch: version 3's rows back
       runner read TABLE_DIR --since INSTANT     rows committed after an instant
+      runner sync PIPELINE.yaml       register the table in its catalog (target.catalog)
       runner render PIPELINE.yaml --image IMAGE   SparkApplication for Kubernetes
     """
     from runner import logs

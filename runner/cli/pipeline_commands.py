@@ -1,8 +1,9 @@
 """The commands on a pipeline spec: validate, run (once or continuously), keys, schema,
-import-hudi."""
+import-hudi, sync."""
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from runner.cli.options import options_as
-from runner.spec.secrets import scrub
+from runner.spec.secrets import scrub, scrub_values
 
 if TYPE_CHECKING:
     from runner.observe.observed import Observer
@@ -465,4 +466,28 @@ def init(data: str | None, url: str | None, table: str | None, **given: Any) -> 
     click.echo(f"wrote {out}: check the lines marked `check:`, then `runner validate {out}`")
 
 
-COMMANDS = (init, validate, run, keys, schema, import_hudi)
+@click.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def sync(spec: str, as_json: bool) -> None:
+    """Register the spec's table in its catalog (target.catalog) now.
+
+    Creates the entry, or updates it when it differs from the table's latest version
+    (location, columns, Delta parameters), as a run does after each commit; an entry that
+    is current is left as it is. Credentials come from the environment, as boto3 reads
+    them. Starts no JVM.
+    """
+    from runner.catalog import register
+    from runner.errors import UserError
+    from runner.spec import load_spec
+
+    target = load_spec(spec).target
+    if target.catalog is None:
+        raise UserError(f"{spec}: no target.catalog to register the table in; add one")
+    done = register(target)
+    click.echo(
+        json.dumps(scrub_values(done.to_dict()), indent=2) if as_json else scrub(done.render())
+    )
+
+
+COMMANDS = (init, validate, run, keys, schema, import_hudi, sync)

@@ -118,6 +118,8 @@ def render(path: str, records: list[dict[str, Any]], total: int) -> str:
         if r["error_message"]:
             stage = f" in stage {r['failed_stage']}" if r["failed_stage"] else ""
             notes[i] = f"  {r['error_class'] or 'error'}{stage}: {r['error_message']}"
+        elif "not registered" in (r.get("catalog") or ""):  # no column: an older history
+            notes[i] = f"  catalog {r['catalog']}"
     widths = [max(len(row[c]) for row in rows) for c in range(len(COLUMNS))]
     lines = []
     for i, row in enumerate(rows):

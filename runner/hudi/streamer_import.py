@@ -29,6 +29,7 @@ from runner.hudi.streamer_debezium import check_transform_sql, debezium_merge, f
 from runner.hudi.streamer_job import Imported, Job
 from runner.hudi.streamer_kafka import KAFKA_SOURCES, kafka_source
 from runner.hudi.streamer_sources import DEFAULT_SOURCE, SOURCE_FORMATS, SOURCE_NAME, dfs_source
+from runner.hudi.streamer_sync import catalog_sync
 
 SQL_TRANSFORMER = "org.apache.hudi.utilities.transform.SqlQueryBasedTransformer"
 OPERATIONS = {"UPSERT": "upsert", "INSERT": "insert", "BULK_INSERT": "bulk_insert"}
@@ -58,6 +59,7 @@ VALUE_FLAGS = {
     "--schemaprovider-class",
     "--spark-master",
     "--spark-app-name",
+    "--sync-tool-classes",
 }
 SWITCHES = {"--filter-dupes", "--continuous", "--enable-hive-sync", "--enable-sync"}
 
@@ -124,10 +126,6 @@ _SKIP_REASONS = (
         "Spark decides: spark.conf spark.sql.shuffle.partitions; the writers follow buckets",
     ),
     (
-        re.compile(r"^hoodie\.(datasource\.hive_sync|meta\.sync|meta_sync)\."),
-        "no catalog sync: the Delta table is read by path (or registered by its reader)",
-    ),
-    (
         re.compile(r"^hoodie\.(compact|compaction)\."),
         "merge-on-read compaction is per bucket here: target.compaction (max_delta_files, "
         "max_deleted_fraction)",
@@ -171,6 +169,9 @@ def import_streamer(
             (sql_prop, f"transform.sql (<SRC> is the source's view, {SOURCE_NAME})")
         )
     spec["target"] = _target(job)
+    catalog = catalog_sync(job, name)
+    if catalog:
+        spec["target"]["catalog"] = catalog
     _command_line_notes(job)
     for key in sorted(props):
         if key not in job.used:
@@ -423,8 +424,6 @@ def _command_line_notes(job: Job) -> None:
         raise UserError(f"--base-file-format {fmt}: runner tables are Delta (parquet files)")
     for flag, why in (
         ("--source-limit", "no byte limit per run: each run reads every new file"),
-        ("--enable-hive-sync", "no catalog sync: the Delta table is read by path"),
-        ("--enable-sync", "no catalog sync: the Delta table is read by path"),
         ("--spark-master", "spark.master in the spec (default local[*]) or spark-submit's"),
         ("--spark-app-name", "the Spark application is named after the spec"),
     ):

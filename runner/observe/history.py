@@ -71,6 +71,7 @@ SCHEMA = pa.schema(
         ("checkpoints_before", pa.string()),  # JSON: source name -> checkpoint
         ("checkpoints_after", pa.string()),
         ("sources", pa.list_(pa.string())),
+        ("catalog", pa.string()),  # target.catalog: the registration after the commit
     ]
 )
 _MAPS = ("rejected_by_rule", "stage_seconds")
@@ -109,7 +110,8 @@ def append(path: str, records: Sequence[RunRecord]) -> bool:
         return True
     try:
         table = _open_or_create(path)
-        write_deltalake(table, _rows(records), mode="append")
+        # merge: a history written before a column was added gets it
+        write_deltalake(table, _rows(records), mode="append", schema_mode="merge")
         _maintain(table)
     except Exception as failure:  # a read-only or full store, a permission, a network
         log.warning(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from runner.spec.secrets import scrub
-from runner.summary import Outcome, RunSummary, VerdictFigures, WriteFigures
+from runner.summary import Outcome, RunSummary, VerdictFigures, WriteFigures, catalog_line
 
 Kind = Literal["run", "expansion", "compaction", "clean", "restore"]
 MESSAGE_CHARS = 500  # an error's message is kept to its first line, cut at this length
@@ -46,6 +46,7 @@ class RunRecord:
     checkpoints_before: dict[str, Any] = field(default_factory=dict)  # source -> checkpoint
     checkpoints_after: dict[str, Any] = field(default_factory=dict)
     sources: tuple[str, ...] = ()  # the names of the sources the run read
+    catalog: str | None = None  # target.catalog: what the registration did, one line
 
     @property
     def seconds(self) -> float:
@@ -111,4 +112,5 @@ def from_summary(
         checkpoints_before=summary.inputs.checkpoints("since"),
         checkpoints_after=summary.inputs.checkpoints("until"),
         sources=tuple(summary.inputs.sources),
+        catalog=catalog_line(summary.catalog) if summary.catalog else None,
     )

@@ -132,6 +132,7 @@ RUN_STAGES = (
     "commit",
     "compact",
     "clean",
+    "catalog",
 )
 # The rules runner/pipeline/quality.py rejects rows by besides the spec's expectations
 # (KEY_RULE, MALFORMED_RULE, MISMATCH_RULE); reported at 0 for the same reason.

@@ -1,5 +1,6 @@
 """After a run's commit: the table actions its spec asks for (runner/actions/), in the order
-a reader benefits from: compaction, expansion, clean. A new after-commit action is one entry
+a reader benefits from: compaction, expansion, clean; then the table's entry in its catalog
+(runner/catalog/), made from the version they left. A new after-commit action is one entry
 of `AFTER_COMMIT`."""
 
 from __future__ import annotations
@@ -8,13 +9,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import structlog
 from pyspark.sql import SparkSession
 
 from runner.actions.clean import CleanSummary, clean_table
 from runner.actions.compact import CompactSummary, compact_if_due
 from runner.actions.expand import ExpandSummary, expand_if_due
+from runner.catalog import Registration, register_or_warn
 from runner.pipeline.context import RunContext
 from runner.spec.model import Target
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,17 @@ def _cleaned(done: CleanSummary) -> int:
     return len(done.files)
 
 
+def _register(ctx: RunContext) -> Registration:
+    """The table's entry in its catalog; a failure is a warning, and the next run's
+    registration finds the entry missing or stale and writes it."""
+    done = register_or_warn(ctx.target)
+    if done.error:
+        log.warning("catalog_not_registered", catalog=done.catalog.name, error=done.error)
+    else:
+        log.info("catalog_registered", **done.to_dict())
+    return done
+
+
 AFTER_COMMIT: tuple[AfterCommit, ...] = (
     AfterCommit(
         "compaction",
@@ -60,6 +76,13 @@ AFTER_COMMIT: tuple[AfterCommit, ...] = (
         lambda t: t.cleaning.after_commit,
         lambda spark, ctx: clean_table(ctx.spec),
         _cleaned,
+    ),
+    AfterCommit(
+        "catalog",
+        "catalog",
+        lambda t: t.catalog is not None,
+        lambda spark, ctx: _register(ctx),
+        Registration.to_dict,
     ),
 )
 

@@ -9,7 +9,7 @@
     bucket plan    (bucket_plan.py)   each touched bucket's stored files, the merge's place
     write          (write_stage.py)   the new files, one result row per bucket
     commit         (commit_stage.py)  one Delta version; a re-merge when another writer won
-    after commit   (after_commit.py)  compaction, expansion, clean
+    after commit   (after_commit.py)  compaction, expansion, clean, catalog
 
 Each stage takes what the stages before it returned (frozen values) and returns what the
 next needs; a failure is logged and noted with its stage's name. The run summary is

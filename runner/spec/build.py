@@ -15,6 +15,7 @@ from runner.spec.derived import conf_str, merge_settings
 from runner.spec.keygen_settings import field_list, resolve_key_generator
 from runner.spec.located import Path_, dotted
 from runner.spec.model import (
+    CatalogSpec,
     CdcSpec,
     CleaningSpec,
     CompactionSpec,
@@ -122,6 +123,7 @@ def _target(target: dict[str, Any], base: Path) -> Target:
         rename=dict(target.get("rename", {})),
         drop=tuple(target.get("drop", ())),
         quarantine=_quarantine(target.get("quarantine"), base),
+        catalog=CatalogSpec(**target["catalog"]) if "catalog" in target else None,
         key_generator=keygen,
         index=IndexSpec(
             **_given(index, "type", "file_group_bytes"),

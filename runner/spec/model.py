@@ -25,6 +25,7 @@ MergeMode = Literal[
 FIELD_MERGE_MODES: tuple[MergeMode, ...] = ("partial_update", "overwrite_non_defaults", "custom")
 RowAction = Literal["fail", "quarantine", "drop"]  # an expectation's, a malformed record's
 OnBadFile = Literal["fail", "skip"]
+CatalogType = Literal["glue", "hive"]  # target.catalog.type
 OnBadRecord = RowAction
 IncrementalMode = Literal["new_files", "since_last", "column"]
 DeletesMode = Literal["propagate", "ignore"]
@@ -234,6 +235,22 @@ class QuarantineSpec:
 
 
 @dataclass(frozen=True)
+class CatalogSpec:
+    """Where the table is registered by name after its commits (runner/catalog/)."""
+
+    type: CatalogType
+    database: str
+    table: str
+    region: str | None = None  # glue; None: boto3's from the environment
+    endpoint_url: str | None = None  # glue; None: boto3's from the environment
+    uri: str | None = None  # hive: thrift://host:port
+
+    @property
+    def name(self) -> str:
+        return f"{self.database}.{self.table}"
+
+
+@dataclass(frozen=True)
 class Expectation:
     name: str
     sql: str  # a boolean Spark SQL expression; true means the row meets the rule
@@ -272,6 +289,7 @@ class Target:
     compaction: CompactionSpec = field(default_factory=CompactionSpec)
     commit_retries: int = 3  # re-merges after another writer changed the same buckets
     quarantine: QuarantineSpec | None = None
+    catalog: CatalogSpec | None = None  # registered by name after its commits
     driver_merge: DriverMergeSpec = field(default_factory=DriverMergeSpec)
 
     @property

@@ -7,6 +7,7 @@ field is written. Nothing here imports pyspark or sqlglot at import time.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from runner.errors import SpecProblem
@@ -18,7 +19,7 @@ from runner.spec.keygen_settings import field_list, resolve_key_generator
 from runner.spec.located import Located, Path_, Problems, strings_with_paths
 from runner.spec.model import FIELD_MERGE_MODES, MergeMode, ScdSpec, Target
 from runner.spec.routing import routing_problems
-from runner.spec.secrets import malformed_refs
+from runner.spec.secrets import env_names, malformed_refs
 from runner.spec.transform import transform_problem
 
 _PARSE_MODE_OPTIONS = ("mode", "columnnameofcorruptrecord")
@@ -47,6 +48,7 @@ def semantic_problems(doc: Located, file: str) -> list[SpecProblem]:
     _check_deletes_handed_on(data, operation, problem)
     _check_quarantine(data, problem)
     _check_rename_drop(target, problem)
+    _check_catalog(target.get("catalog"), problem)
     for path, text in strings_with_paths(data, ()):
         for bad in malformed_refs(text):
             problem(
@@ -346,6 +348,36 @@ def _check_rename_drop(target: dict[str, Any], problem: Problems) -> None:
             problem(("target", "drop", i), f"{name} is the {named[name]}: it cannot be dropped")
         elif name in renames:
             problem(("target", "drop", i), f"{name} is also renamed in target.rename")
+
+
+_CATALOG_FIELDS = {"glue": ("region", "endpoint_url"), "hive": ("uri",)}
+_CATALOG_NAME = "lowercase letters, digits and _ (Athena and the Hive Metastore keep no others)"
+_CATALOG_FORMS = {
+    "database": (re.compile(r"[a-z0-9_]{1,255}"), _CATALOG_NAME),
+    "table": (re.compile(r"[a-z0-9_]{1,255}"), _CATALOG_NAME),
+    "region": (re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]+"), "an AWS region such as eu-west-1"),
+    "endpoint_url": (re.compile(r"https?://[^\s/]+(/\S*)?"), "an http:// or https:// URL"),
+    "uri": (re.compile(r"thrift://[^\s/:]+:[0-9]{1,5}"), "thrift://host:port (thrift://hms:9083)"),
+}
+
+
+def _check_catalog(catalog: dict[str, Any] | None, problem: Problems) -> None:
+    """A catalog's settings belong to its type (glue: region, endpoint_url; hive: uri) and
+    have their forms (a value holding an ${env:NAME} reference is checked where it is used)."""
+    if catalog is None:
+        return
+    kind = catalog["type"]
+    for other, fields in _CATALOG_FIELDS.items():
+        for name in fields:
+            if other != kind and name in catalog:
+                problem(
+                    ("target", "catalog", name),
+                    f"applies to a catalog of type {other}, not {kind}; remove it",
+                )
+    for name, (form, what) in _CATALOG_FORMS.items():
+        value = catalog.get(name)
+        if value is not None and not env_names(value) and not form.fullmatch(value):
+            problem(("target", "catalog", name), f"{value!r}: use {what}")
 
 
 def _check_quarantine(data: dict[str, Any], problem: Problems) -> None:

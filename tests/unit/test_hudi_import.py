@@ -60,10 +60,55 @@ def test_the_bundled_example_maps_every_property_or_says_why_not():
     assert mapped["hoodie.streamer.source.dfs.root"].startswith("sources[0].path")
     assert skipped["hoodie.deltastreamer.source.dfs.root"].startswith("hoodie.streamer.source")
     assert skipped["hoodie.upsert.shuffle.parallelism"].startswith("Spark decides")
-    assert skipped["hoodie.datasource.hive_sync.database"].startswith("no catalog sync")
+    assert skipped["hoodie.datasource.hive_sync.database"].startswith("read by a sync tool")
+    assert (
+        "target.catalog: {type: hive, uri: thrift://localhost:9083, database: lake"
+        in (skipped["org.apache.hudi.hive.HiveSyncTool"])
+    )
+    assert "catalog" not in imported.spec["target"]  # the spec runs: hive is not built yet
     assert "--continuous --min-interval 0s" in skipped["--continuous"]
     assert skipped["hoodie.table.name"].startswith("--target-table wins")
     assert set(props) <= set(mapped) | set(skipped)
+
+
+def test_glue_sync_becomes_target_catalog():
+    glue = "org.apache.hudi.aws.sync.AwsGlueCatalogSyncTool"
+    props = {
+        "hoodie.datasource.hive_sync.database": "Lake",
+        "hoodie.datasource.hive_sync.partition_fields": "city",
+        "hoodie.aws.glue.region": "eu-west-1",
+        "hoodie.aws.glue.endpoint": "https://glue.eu-west-1.amazonaws.com",
+        "hoodie.aws.access.key": "AKIA-not-copied",
+    }
+    imported = _import(props, "--enable-sync", "--sync-tool-classes", glue)
+    assert imported.spec["target"]["catalog"] == {
+        "type": "glue",
+        "database": "lake",
+        "table": "t",  # Hudi's default: the table's name
+        "region": "eu-west-1",
+        "endpoint_url": "https://glue.eu-west-1.amazonaws.com",
+    }
+    mapped, skipped = dict(imported.mapped), dict(imported.skipped)
+    assert mapped["--enable-sync"].startswith("target.catalog")
+    assert mapped["hoodie.datasource.hive_sync.database"] == "target.catalog.database"
+    assert skipped["hoodie.datasource.hive_sync.partition_fields"].startswith(
+        "the catalog entry is made from the Delta table"
+    )
+    assert ("AWS_ACCESS_KEY_ID", "what hoodie.aws.access.key held") in imported.env
+    assert "AKIA-not-copied" not in imported.to_yaml("job")
+    # the Glue tool named in the properties, sync turned on by them
+    on = {"hoodie.datasource.meta.sync.enable": "true", "hoodie.meta.sync.client.tool.class": glue}
+    assert _import(on).spec["target"]["catalog"]["type"] == "glue"
+    off = _import({"hoodie.datasource.hive_sync.table": "x"})
+    assert "catalog" not in off.spec["target"]
+    assert dict(off.skipped)["hoodie.datasource.hive_sync.table"].startswith("catalog sync is off")
+    with pytest.raises(UserError, match=r"hive_sync\.table=trips-2: a catalog table name"):
+        _import(
+            {"hoodie.datasource.hive_sync.table": "trips-2"},
+            "--enable-sync",
+            "--sync-tool-classes",
+            glue,
+        )
 
 
 def test_sql_transformer_csv_options_and_merge_modes():

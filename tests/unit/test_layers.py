@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("runner.keygen", "runner.index"),
     ("runner.storage",),
     ("runner.delta",),
-    ("runner.write", "runner.sources"),
+    ("runner.write", "runner.sources", "runner.catalog"),
     ("runner.actions",),
     ("runner.pipeline",),
     ("runner.observe",),

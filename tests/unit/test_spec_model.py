@@ -101,6 +101,7 @@ MODEL_DEFAULTS: dict[str, Any] = {
 }
 
 VOCABULARIES = {
+    "$defs/catalog/properties/type": m.CatalogType,
     "$defs/target/properties/operation": m.Operation,
     "$defs/target/properties/table_type": m.TableType,
     "$defs/target/properties/merge_mode": m.MergeMode,
