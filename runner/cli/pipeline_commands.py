@@ -116,6 +116,7 @@ class RunCommand:
     exclude: str | None
     with_upstream: bool
     fail_fast: bool
+    parallel: int
 
 
 @click.command()
@@ -178,6 +179,15 @@ class RunCommand:
     is_flag=True,
     help="Of a set: after a spec fails, skip the ones not run yet.",
 )
+@click.option(
+    "--parallel",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="Of a set: run up to N specs at once (those whose upstreams are done), each in a "
+    "Spark FAIR scheduler pool of its own.",
+)
 @options_as(RunCommand)
 def run(options: RunCommand) -> None:
     """Run a pipeline spec: read, transform, key, write, commit.
@@ -193,8 +203,10 @@ def run(options: RunCommand) -> None:
 
     \b
     A directory (its *.yaml and *.yml files with a target:) or several specs run as a
-    set, in one Spark application, one spec after another: a spec with a delta source
-    reading another's target runs after it, others in order of name. Each runs as it
+    set, in one Spark application, one spec after another (--parallel N: up to N at
+    once): a spec with a delta source reading another's target runs after it, others in
+    order of name. A spec whose target.path names {topic}, or {schema} and {table}, is a
+    set of one table per topic of its kafka source. Each runs as it
     would alone (its own commit, checkpoints, history, metrics, lineage) on a Spark
     session of its own. A failed spec does not stop the others (unless --fail-fast);
     those reading its table are skipped. A table of every spec's outcome ends the
@@ -246,6 +258,7 @@ def _as_set(options: RunCommand) -> bool:
         "--exclude": options.exclude,
         "--with-upstream": options.with_upstream,
         "--fail-fast": options.fail_fast,
+        "--parallel": options.parallel > 1,
     }
     if not is_set(options.specs):
         if any(set_options.values()):
@@ -267,7 +280,7 @@ def _as_set(options: RunCommand) -> bool:
     run_set(
         options.specs,
         (options.select or "", options.exclude or "", options.with_upstream),
-        options.fail_fast,
+        (options.fail_fast, options.parallel),
         _duration(options.min_interval) if options.continuous else None,
     )
     return True

@@ -64,11 +64,15 @@ def validate_set(paths: Sequence[str]) -> None:
 
 
 def run_set(
-    paths: Sequence[str], pick: tuple[str, str, bool], fail_fast: bool, every: float | None
+    paths: Sequence[str],
+    pick: tuple[str, str, bool],
+    how: tuple[bool, int],
+    every: float | None,
 ) -> None:
-    """Run the set (the specs `pick` selects, excludes, and whether with their upstreams),
-    print each spec's summary as it ends and the set's table; exit 1 when any failed.
-    With `every` (seconds), in rounds until stopped (runner run --continuous)."""
+    """Run the set (the specs `pick` selects, excludes, and whether with their upstreams;
+    `how`: fail fast, how many at once), print each spec's summary as it ends and the
+    set's table; exit 1 when any failed. With `every` (seconds), in rounds until stopped
+    (runner run --continuous)."""
     from runner.commands.spec_set_run import SetRun, run_rounds, summary_table
     from runner.pipeline.shared_spark import check_set, shared_spark
 
@@ -81,12 +85,15 @@ def run_set(
     if shared is None:
         raise InvalidSpecError(problems)
     left_out = f"; {len(found.not_specs)} YAML file(s) without a target: left out"
+    fail_fast, parallel = how
+    at_once = "one after another" if parallel == 1 else f"up to {parallel} at once"
     click.echo(
-        f"{len(chosen.members)} spec(s), one after another: "
+        f"{len(chosen.members)} spec(s), {at_once}: "
         f"{', '.join(m.name for m in chosen.members)}{left_out if found.not_specs else ''}"
     )
     name = Path(paths[0]).resolve().name if len(paths) == 1 else chosen.members[0].name
-    set_run = SetRun(chosen, shared, name, sys.stderr.isatty(), fail_fast)
+    progress = sys.stderr.isatty() and parallel == 1  # one progress line at a time
+    set_run = SetRun(chosen, shared, name, progress, fail_fast, parallel)
     if every is None:
         done = set_run.run(_show)
         for line in summary_table(done):

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 import structlog
@@ -33,6 +34,7 @@ from runner.pipeline.inputs import application_jars
 from runner.pipeline.shared_spark import SharedSpark
 from runner.pipeline.spec_set import Member, SpecSet
 from runner.sources.kafka import topic_names
+from runner.spec.model import SparkSettings
 from runner.spec.routing import is_routed, route
 from runner.spec.secrets import resolve
 from runner.summary import RunSummary
@@ -82,6 +84,7 @@ class SetRun:
     name: str  # the application's
     console_progress: bool = False
     fail_fast: bool = False
+    parallel: int = 1  # specs run at once, each in a FAIR scheduler pool of its own
     base: SparkSession | None = field(default=None, init=False)  # the first session
     # each spec's, kept over rounds (their counters add up); metrics on one endpoint
     observers: dict[str, Observer] = field(default_factory=dict, init=False)
@@ -91,18 +94,84 @@ class SetRun:
         """Every spec's outcome, in the set's order; `on_done` gets each as it ends."""
         log.info("spec_set_started", specs=[m.name for m in self.specs.members])
         specs = tuple(m.spec for m in self.specs.members)
-        application = Application(self.name, self.shared.settings, specs)
+        application = Application(self.name, self._settings(), specs)
+        members = self._routed(application)
+        if self.parallel > 1:
+            return self._run_at_once(members, application, on_done)
         outcomes: dict[str, SpecOutcome] = {}
-        for member in self._routed(application):
-            why = self._why_skip(member, outcomes)
-            if why:
-                log.warning("spec_skipped", pipeline=member.name, reason=why)
-                outcome = SpecOutcome(member, "skipped", reason=why)
-            else:
-                outcome = self._run_one(member, application)
+        for member in members:
+            outcome = self._skipped(member, outcomes) or self._run_one(member, application)
             outcomes[member.name] = outcome
             on_done(outcome)
         return list(outcomes.values())
+
+    def _settings(self) -> SparkSettings:
+        """The application's settings: the set's, with FAIR scheduling to run specs at once."""
+        settings = self.shared.settings
+        if self.parallel == 1:
+            return settings
+        return replace(settings, conf={**settings.conf, "spark.scheduler.mode": "FAIR"})
+
+    def _skipped(self, member: Member, done: dict[str, SpecOutcome]) -> SpecOutcome | None:
+        why = self._why_skip(member, done)
+        if not why:
+            return None
+        log.warning("spec_skipped", pipeline=member.name, reason=why)
+        return SpecOutcome(member, "skipped", reason=why)
+
+    def _run_at_once(
+        self,
+        members: list[Member],
+        application: Application,
+        on_done: Callable[[SpecOutcome], None],
+    ) -> list[SpecOutcome]:
+        """Up to `parallel` specs at a time, each once its upstreams are done, in the set's
+        order; each in a FAIR pool named after it, so a large spec does not hold up the
+        small ones. Their outcomes in the set's order."""
+        if self.base is None:  # started here: the threads share it, none races to start it
+            jars = application_jars(application)
+            self.base = spark_session(application.settings, application.name, jars)
+        waiting = list(members)
+        outcomes: dict[str, SpecOutcome] = {}
+        with ThreadPoolExecutor(self.parallel, thread_name_prefix="spec") as pool:
+            running: dict[Future[SpecOutcome], Member] = {}
+            while waiting or running:
+                for member in self._ready(waiting, running.values(), outcomes):
+                    skipped = self._skipped(member, outcomes)
+                    if skipped is None and len(running) >= self.parallel:
+                        break
+                    waiting.remove(member)
+                    if skipped is not None:
+                        outcomes[member.name] = skipped
+                        on_done(skipped)
+                    else:
+                        running[pool.submit(self._in_pool, member, application)] = member
+                if running:
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        outcome = future.result()
+                        outcomes[running.pop(future).name] = outcome
+                        on_done(outcome)
+        return [outcomes[m.name] for m in members]
+
+    def _ready(
+        self, waiting: list[Member], running: Iterable[Member], done: dict[str, SpecOutcome]
+    ) -> list[Member]:
+        """The waiting specs whose upstreams in the set have all ended, in the set's order."""
+        busy = {m.name for m in running}
+        pending = busy | {m.name for m in waiting}
+        return [
+            m
+            for m in waiting
+            if not any(u in pending for u in self.specs.upstreams.get(m.name, ()))
+        ]
+
+    def _in_pool(self, member: Member, application: Application) -> SpecOutcome:
+        """`member`'s run, its Spark jobs in the FAIR pool of its name (a property of the
+        thread: the pool's next spec on this thread sets its own)."""
+        assert self.base is not None
+        self.base.sparkContext.setLocalProperty("spark.scheduler.pool", member.name)
+        return self._run_one(member, application)
 
     def _routed(self, application: Application) -> list[Member]:
         """The set's members, a spec that routes topics to tables as one member per topic
