@@ -5,7 +5,7 @@ broker (tests/debezium.py), into tables: the table after each run is the databas
 Each test is one user's story with several runs against one connector (a connector, its
 slot and its first sync cost about 2 s): a snapshot then changes on both table types, a
 connector that delivers events again, and the key; the column types, a new column and a
-truncate; events without schemas."""
+truncate; events without schemas. MySQL's envelope, which no rig here makes, is recorded."""
 
 from __future__ import annotations
 
@@ -327,3 +327,40 @@ def test_events_without_schemas_take_the_declared_schema(spark, tmp_path, debezi
         assert _meanings(columns, _rows(tmp_path / "plain", columns)) == (
             _meanings(columns, debezium.query(select))
         )
+
+
+MYSQL = Path(__file__).parents[1] / "data" / "debezium" / "mysql"
+
+
+def test_mysql_events_apply_in_binlog_order(spark, tmp_path, kafka_broker):
+    """MySQL's envelope (recorded, tests/data/debezium/mysql): its logical types, and its
+    order by binlog file, position and row, not by Kafka's: the creates delivered again
+    after the update and the delete change nothing."""
+    records = json.loads((MYSQL / "assembled-logical-types.json").read_text())
+    records += records[:2]  # the two creates again, older than what follows them
+    topic = kafka_broker.unique_topic("mysql")
+    kafka_broker.create_topic(topic)
+    kafka_broker.produce(
+        topic,
+        [None if r["value"] is None else json.dumps(r["value"]) for r in records],
+        keys=[json.dumps(r["key"]) for r in records],
+    )
+    spec = _spec(tmp_path, kafka_broker.bootstrap, topic, "typed")
+    with structlog.testing.capture_logs() as logs:
+        summary = run_pipeline(spec, spark)
+    assert not [e for e in logs if e["event"] == "debezium_ordered_by_time"]
+    assert (summary.inserted, summary.deleted) == (1, 0)  # 2 was created and deleted
+    [row] = pa.Table.from_pandas(read_table(tmp_path / "typed")).to_pylist()
+    assert {k: v for k, v in row.items() if not k.startswith("_")} == {
+        "id": 1,
+        "price": Decimal("100.49"),  # the update's
+        "day": dt.date(2024, 1, 2),
+        "at_time": "13:14:15.167891",
+        "at_dt3": dt.datetime(2024, 1, 2, 3, 4, 5, 678000),
+        "at_dt6": dt.datetime(2024, 1, 2, 3, 4, 5, 678901),
+        "at_ts": dt.datetime(2024, 1, 2, 1, 4, 5, 678901, tzinfo=dt.UTC),
+        "doc": '{"a":[1,2]}',
+        "feel": "happy",
+    }
+    # mysql-bin.000003, position 1570, row 0
+    assert row["_debezium_position"] == 3 * 10**25 + 1570 * 10**6
