@@ -301,30 +301,30 @@ def test_events_without_schemas_take_the_declared_schema(spark, tmp_path, debezi
     decimal from its base64 bytes, a date from its day number; a timestamp is the number
     Debezium writes, its unit told by the schema only)."""
     debezium.execute(
-        "CREATE TABLE plain (id int PRIMARY KEY, amount numeric(12, 3), day date, "
+        "CREATE TABLE schemaless (id int PRIMARY KEY, amount numeric(12, 3), day date, "
         "at_ms timestamp(3), doc jsonb);"
-        "INSERT INTO plain VALUES (1, -1234.5, '1969-07-20', '1969-12-31 23:59:59.123', "
+        "INSERT INTO schemaless VALUES (1, -1234.5, '1969-07-20', '1969-12-31 23:59:59.123', "
         "'{\"a\": 1}'), (2, 7, '2038-01-19', '2100-01-01 00:00:00.5', '[]');"
     )
     declared = {"schema": "id int, amount decimal(12,3), day date, at_ms bigint, doc string"}
     columns = ["id", "amount", "day", "at_ms", "doc"]
     select = (
         "SELECT id, amount, day, (extract(epoch FROM at_ms) * 1000)::bigint, doc "
-        "FROM plain ORDER BY 1"
+        "FROM schemaless ORDER BY 1"
     )
-    with debezium.connector(["plain"], schemas=False) as connector:
-        topic = connector.topic("plain")
-        spec = _spec(tmp_path, debezium.kafka.bootstrap, topic, "plain", source=declared)
+    with debezium.connector(["schemaless"], schemas=False) as connector:
+        topic = connector.topic("schemaless")
+        spec = _spec(tmp_path, debezium.kafka.bootstrap, topic, "schemaless", source=declared)
         assert run_pipeline(spec, spark).inserted == 2
-        assert _meanings(columns, _rows(tmp_path / "plain", columns)) == (
+        assert _meanings(columns, _rows(tmp_path / "schemaless", columns)) == (
             _meanings(columns, debezium.query(select))
         )
         debezium.execute(
-            "UPDATE plain SET amount = 0.001 WHERE id = 1; DELETE FROM plain WHERE id = 2;"
+            "UPDATE schemaless SET amount = 0.001 WHERE id = 1;DELETE FROM schemaless WHERE id = 2;"
         )
         connector.sync()
         run_pipeline(spec, spark)
-        assert _meanings(columns, _rows(tmp_path / "plain", columns)) == (
+        assert _meanings(columns, _rows(tmp_path / "schemaless", columns)) == (
             _meanings(columns, debezium.query(select))
         )
 
