@@ -16,7 +16,7 @@ import traceback
 import click
 
 from runner import __version__
-from runner.cli import deploy_commands, pipeline_commands, table_commands
+from runner.cli import deploy_commands, init_command, pipeline_commands, table_commands
 from runner.errors import InvalidSpecError, RunnerError, UserError
 from runner.spec.nearest import nearest_name, nearest_path
 from runner.spec.secrets import scrub
@@ -78,7 +78,12 @@ def cli(ctx: click.Context, debug: bool, log_format: str) -> None:
     ctx.obj = {"debug": debug}
 
 
-for command in (*pipeline_commands.COMMANDS, *table_commands.COMMANDS, *deploy_commands.COMMANDS):
+for command in (
+    *init_command.COMMANDS,
+    *pipeline_commands.COMMANDS,
+    *table_commands.COMMANDS,
+    *deploy_commands.COMMANDS,
+):
     cli.add_command(command)
 
 

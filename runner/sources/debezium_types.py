@@ -8,7 +8,9 @@ Kafka Connect names a value's meaning beside its wire type (`name`, with `parame
 | int8/16/32/64, float32/64, boolean, string             | tinyint ... double, string  |
 | bytes (base64 in JSON)                                 | binary                      |
 | org.apache.kafka.connect.data.Decimal (bytes: base64   | decimal(precision, scale)   |
-|   of the unscaled two's-complement integer)            |  (precision 38 when unset)  |
+|   of the unscaled two's-complement integer)            |  (precision 38 when unset;  |
+|                                                        |  past 38: string, every     |
+|                                                        |  digit)                     |
 | io.debezium.data.VariableScaleDecimal (struct)         | string, every digit kept    |
 | io.debezium.time.Date, connect Date (int32 days)       | date                        |
 | io.debezium.time.Timestamp / MicroTimestamp /          | timestamp_ntz (the database |
@@ -80,6 +82,8 @@ _TIMES = {
     "io.debezium.time.NanoTime": 1_000_000_000,
 }
 _DATES = ("io.debezium.time.Date", "org.apache.kafka.connect.data.Date")
+_MAX_PRECISION = 38  # Spark's and Delta's decimals
+_WHOLE = DecimalType(38, 0)
 
 
 @dataclass(frozen=True)
@@ -111,7 +115,14 @@ def column_type(field: Mapping[str, Any], where: str) -> ColumnType:
     params = field.get("parameters") or {}
     if meaning == DECIMAL:
         scale = int(params.get("scale", 0))
-        precision = max(min(int(params.get("connect.decimal.precision", 38)), 38), scale, 1)
+        precision = max(int(params.get("connect.decimal.precision", 38)), scale, 1)
+        if precision > _MAX_PRECISION:  # past Delta's decimals: every digit as text
+            return ColumnType(
+                name,
+                StringType(),
+                StringType(),
+                lambda c: _scaled_text(F.unbase64(c), F.lit(scale)),
+            )
         stored = DecimalType(precision, scale)
         return ColumnType(name, StringType(), stored, lambda c: _decimal(c, stored))
     if meaning == VARIABLE_DECIMAL:
@@ -153,12 +164,45 @@ def wire_type(field: Mapping[str, Any], where: str) -> DataType:
     raise UserError(f"{where}: a change event's field has the Connect type {kind!r}, unknown")
 
 
-def _unscaled(raw: Column) -> Column:
+_LIMB = 1_000_000_000  # the base of the digits an unscaled integer is folded into
+
+
+def _unscaled_digits(raw: Column) -> Column:
     """The unscaled integer of a Connect Decimal (the bytes of a big-endian two's
-    complement), as decimal(38,0): its bytes folded in, a negative one's through their
-    complement so that no step passes 38 digits."""
+    complement, any length) as struct(negative, digits): its sign and the decimal digits of
+    its magnitude. Past 15 bytes the bytes are folded into base-10^9 digits (a negative one's
+    through their complement), so that no step passes a long, however many digits the
+    number has; up to 15 (under 10^36), the faster fold into one decimal(38,0) does."""
     hexed = F.hex(raw)
     negative = F.substr(hexed, F.lit(1), F.lit(1)).isin(*"89ABCDEF")
+
+    def folded(flip: bool) -> Column:
+        def step(limbs: Column, i: Column) -> Column:
+            byte = F.conv(F.substr(hexed, i * 2 + 1, F.lit(2)), 16, 10).cast("long")
+            return _times_plus(limbs, 256, 255 - byte if flip else byte)
+
+        last = (F.length(hexed) / 2 - 1).cast("int")
+        return F.aggregate(F.sequence(F.lit(0), last), F.array().cast("array<long>"), step)
+
+    def text(limbs: Column) -> Column:
+        digits = F.transform(
+            F.reverse(limbs),
+            lambda limb, i: F.when(i == 0, limb.cast("string")).otherwise(
+                F.lpad(limb.cast("string"), 9, "0")
+            ),
+        )
+        return F.when(F.size(limbs) == 0, F.lit("0")).otherwise(F.array_join(digits, ""))
+
+    magnitude = F.when(negative, _times_plus(folded(True), 1, F.lit(1))).otherwise(folded(False))
+    digits = F.when(F.length(hexed) <= 30, F.abs(_whole(hexed, negative)).cast("string")).otherwise(
+        _let(magnitude, text)
+    )
+    return F.struct(negative.alias("negative"), digits.alias("digits"))
+
+
+def _whole(hexed: Column, negative: Column) -> Column:
+    """The integer of a two's complement's hex digits, as a decimal(38,0), when it fits:
+    its bytes folded in, a negative one's through their complement."""
 
     def folded(flip: bool) -> Column:
         def step(acc: Column, i: Column) -> Column:
@@ -172,29 +216,56 @@ def _unscaled(raw: Column) -> Column:
     return F.when(F.length(hexed) == 0, F.lit(0).cast(_WHOLE)).otherwise(value.cast(_WHOLE))
 
 
-_WHOLE = DecimalType(38, 0)
+def _let(value: Column, body: Callable[[Column], Column]) -> Column:
+    """body(value), `value` computed once however often `body` uses it."""
+    return F.transform(F.array(value), body)[0]
 
 
-def _scaled_text(unscaled: Column, scale: Column) -> Column:
-    """The decimal text of unscaled * 10^-scale, every digit kept."""
-    digits = F.abs(unscaled).cast("string")
-    padded = F.lpad(digits, F.greatest(F.length(digits), scale + 1), F.lit("0"))
-    whole = F.substr(padded, F.lit(1), F.length(padded) - scale)
-    fraction = F.substr(padded, F.length(padded) - scale + 1, scale)
-    sign = F.when(unscaled < 0, F.lit("-")).otherwise(F.lit(""))
-    return F.when(scale <= 0, unscaled.cast("string")).otherwise(
-        F.concat(sign, whole, F.lit("."), fraction)
-    )
+def _times_plus(limbs: Column, factor: int, add: Column) -> Column:
+    """limbs * factor + add, for base-10^9 digits lowest first (factor and add < 10^9)."""
+
+    def step(acc: Column, limb: Column) -> Column:
+        value = limb * factor + acc["carry"]
+        low = value % _LIMB
+        return F.struct(
+            F.concat(acc["out"], F.array(low)).alias("out"),
+            ((value - low) / _LIMB).cast("long").alias("carry"),
+        )
+
+    start = F.struct(F.array().cast("array<long>").alias("out"), add.cast("long").alias("carry"))
+
+    def carried(done: Column) -> Column:
+        last = F.when(done["carry"] > 0, F.array(done["carry"])).otherwise(F.array())
+        return F.concat(done["out"], last.cast("array<long>"))
+
+    return _let(F.aggregate(limbs, start, step), carried)
+
+
+def _scaled_text(raw: Column, scale: Column) -> Column:
+    """The decimal text of a Connect Decimal's unscaled * 10^-scale, every digit kept."""
+
+    def text(unscaled: Column) -> Column:
+        digits = unscaled["digits"]
+        padded = F.lpad(digits, F.greatest(F.length(digits), scale + 1), F.lit("0"))
+        whole = F.substr(padded, F.lit(1), F.length(padded) - scale)
+        fraction = F.substr(padded, F.length(padded) - scale + 1, scale)
+        sign = F.when(unscaled["negative"], F.lit("-")).otherwise(F.lit(""))
+        scaled = F.when(scale <= 0, F.concat(digits, F.repeat(F.lit("0"), -scale))).otherwise(
+            F.concat(whole, F.lit("."), fraction)
+        )
+        return F.concat(sign, scaled)
+
+    return F.when(raw.isNotNull(), _let(_unscaled_digits(raw), text))
 
 
 def _decimal(base64_text: Column, stored: DecimalType) -> Column:
-    return _scaled_text(_unscaled(F.unbase64(base64_text)), F.lit(stored.scale)).cast(stored)
+    return _scaled_text(F.unbase64(base64_text), F.lit(stored.scale)).cast(stored)
 
 
 def _variable_decimal(value: Column, base64: bool = True) -> Column:
     """io.debezium.data.VariableScaleDecimal: a scale and a Decimal's bytes, as text."""
     raw = F.unbase64(value["value"]) if base64 else value["value"]
-    return F.when(value.isNotNull(), _scaled_text(_unscaled(raw), value["scale"]))
+    return F.when(value.isNotNull(), _scaled_text(raw, value["scale"]))
 
 
 def _local_timestamp(count: Column, per_second: int) -> Column:

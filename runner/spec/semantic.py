@@ -236,8 +236,8 @@ def _check_keys(target: dict[str, Any], problem: Problems) -> None:
     )
     record_key = keygen.record_key if keygen else field_list(target.get("record_key"))
     index = target["index"]
-    if "hash_fields" not in index:
-        return
+    if "hash_fields" not in index or record_key == field_list(OPEN_KEY):
+        return  # an open key (Debezium's message key): _check_debezium_target says it
     hash_fields = field_list(index["hash_fields"])
     listed = isinstance(index["hash_fields"], list)
     for i, name in enumerate(hash_fields):

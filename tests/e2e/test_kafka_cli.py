@@ -1,5 +1,6 @@
 """A Kafka source as real `runner` processes: exactly once across a SIGKILL at each fault
-point, `--continuous` rounds while records arrive, and a broker that cannot be reached."""
+point (and Debezium events across one before the commit), `--continuous` rounds while records
+arrive, and a broker that cannot be reached."""
 
 from __future__ import annotations
 
@@ -124,3 +125,41 @@ def test_a_broker_that_cannot_be_reached_is_one_line_and_no_secret_shows(tmp_pat
     errors = [line for line in result.stderr.splitlines() if "Kafka" in line]
     assert errors and "no answer from the Kafka brokers at 127.0.0.1:9 within 10 s" in errors[-1]
     assert "at org.apache" not in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_debezium_events_killed_before_the_commit_then_a_rerun_end_as_the_database(
+    tmp_path, debezium
+):
+    """A runner killed after writing a Debezium batch, before its commit, and run again: the
+    table is the database's, its checkpoint the topic's end."""
+    debezium.execute(
+        "CREATE TABLE killed (id int PRIMARY KEY, name text);"
+        "INSERT INTO killed VALUES (1, 'ann'), (2, 'bob'), (3, 'cy');"
+    )
+    with debezium.connector(["killed"]) as connector:
+        topic = connector.topic("killed")
+        spec = _setup(tmp_path, debezium.kafka.bootstrap, topic)
+        data = yaml.safe_load((tmp_path / spec).read_text())
+        del data["sources"][0]["schema"], data["target"]["operation"], data["target"]["record_key"]
+        data["sources"][0]["kafka"]["value_format"] = "debezium"
+        (tmp_path / spec).write_text(yaml.safe_dump(data, sort_keys=False))
+        debezium.execute(
+            "UPDATE killed SET name = 'anna' WHERE id = 1; DELETE FROM killed WHERE id = 2;"
+            "INSERT INTO killed VALUES (4, 'dee');"
+        )
+        connector.sync()
+        kill_at(tmp_path, "before_commit", spec)
+        assert not (tmp_path / "table" / "_delta_log").exists() or not _ids(tmp_path)
+
+        rerun = _runner(tmp_path, spec)
+        assert rerun.returncode == 0, rerun.stderr
+        assert _ids(tmp_path) == [
+            int(i) for (i,) in debezium.query("SELECT id FROM killed ORDER BY id")
+        ]
+        names = DeltaTable(str(tmp_path / "table")).to_pyarrow_table(columns=["id", "name"])
+        assert sorted(zip(*names.to_pydict().values(), strict=True)) == [
+            (int(i), n) for i, n in debezium.query("SELECT id, name FROM killed ORDER BY id")
+        ]
+        assert _checkpoint(tmp_path) == _ends(debezium.kafka, topic)
