@@ -24,13 +24,13 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 
-def with_stored_key(ctx: RunContext) -> RunContext:
+def with_stored_key(ctx: RunContext, say: bool = True) -> RunContext:
     """`ctx` with the table's record key, when the spec leaves it to the message key and
-    the table exists."""
+    the table exists (`say`: log where the key came from; a run says it once)."""
     if not ctx.target.key_from_message:
         return ctx
     fields = stored_record_key(ctx.target.path)
-    return ctx if fields is None else _keyed(ctx, fields, "the table's")
+    return ctx if fields is None else _keyed(ctx, fields, "the table's" if say else "")
 
 
 def keyed_spec(spec: PipelineSpec) -> PipelineSpec:
@@ -69,7 +69,8 @@ def with_topic_key(
 
 
 def _keyed(ctx: RunContext, fields: tuple[str, ...], whose: str) -> RunContext:
-    log.info("record_key_from_message_key", fields=list(fields), taken_from=whose)
+    if whose:
+        log.info("record_key_from_message_key", fields=list(fields), taken_from=whose)
     spec = load_spec(ctx.spec.file, parse_transform=False, record_key=fields)
     topic = ctx.spec.route_topic
     return replace(ctx, spec=route(spec, topic) if topic else spec)

@@ -113,7 +113,7 @@ def _run(ctx: RunContext, spark: SparkSession | None) -> RunSummary:
     services = ServicesRun()
     if outcome.committed is not None and outcome.committed.version is not None:
         assert outcome.spark is not None
-        services = after_commit(with_stored_key(ctx), outcome.spark)
+        services = after_commit(with_stored_key(ctx, say=False), outcome.spark)
     summary = outcome.summary(ctx, services)
     log.info("run_finished", **{k: v for k, v in summary.to_dict().items() if k != "run_id"})
     return summary
