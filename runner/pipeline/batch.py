@@ -28,7 +28,7 @@ from runner.pipeline.quality import add_malformed, add_verdicts, check_expectati
 from runner.pipeline.value_fit import cast_to_table
 from runner.sources.kinds import kind_of
 from runner.sources.model import SourcePlan
-from runner.sources.plan import read_input
+from runner.sources.plan import Input, read_input
 from runner.spec.debezium import OP, POSITION
 from runner.spec.model import PipelineSpec, Target
 from runner.spec.text_order import text_order_fix, text_order_refusal
@@ -66,29 +66,44 @@ def plan_batch(
 ) -> Batch:
     """The batch, planned against the table as `pending` (schema_evolution full's renames
     and drops, rewritten before the write: runner/pipeline/rewrite_stage.py) leaves it."""
-    spec, target = ctx.spec, ctx.target
     with ctx.stage("plan"):
-        read = read_input(spark, spec, list(plans))
-        batch = _without_meta_columns(read.batch)
-        check_operation_fields(batch.schema, target, columns_of(spec))
-        check_feed_columns(batch.schema, target)
-        input_columns = tuple(batch.columns)
-        # the types are checked as they are stored: after the cast to the table's types
-        # where values are cast (target.on_schema_mismatch), else before the schema plan,
-        # whose refusal is then the less likely fix (a csv source read without a schema)
-        casting = target.on_schema_mismatch != "refuse"
-        if not casting:
-            _check_types(batch, spec)
-        batch = with_history_columns(batch, target)
-        schema = plan_table_schema(batch, target, snapshot, pending)
-        batch = cast_to_table(batch, schema.casts)
-        if casting:
-            _check_types(batch, spec)
-        layout = table_layout(snapshot, target)
-        keyed = add_key_columns(batch, target, layout)
-        judged = _pinned(
-            add_malformed(add_verdicts(keyed, spec), read.malformed), _changing_source(spec)
-        )
+        read = read_input(spark, ctx.spec, list(plans))
+        try:
+            return _planned(ctx, read, snapshot, pending)
+        except BaseException:
+            # a refused batch frees what its read cached (a long-lived application goes on)
+            for frame in read.cached:
+                frame.unpersist()
+            raise
+
+
+def _planned(
+    ctx: RunContext,
+    read: Input,
+    snapshot: TableSnapshot | None,
+    pending: SchemaRewrite | None,
+) -> Batch:
+    spec, target = ctx.spec, ctx.target
+    batch = _without_meta_columns(read.batch)
+    check_operation_fields(batch.schema, target, columns_of(spec))
+    check_feed_columns(batch.schema, target)
+    input_columns = tuple(batch.columns)
+    # the types are checked as they are stored: after the cast to the table's types where
+    # values are cast (target.on_schema_mismatch), else before the schema plan, whose
+    # refusal is then the less likely fix (a csv source read without a schema)
+    casting = target.on_schema_mismatch != "refuse"
+    if not casting:
+        _check_types(batch, spec)
+    batch = with_history_columns(batch, target)
+    schema = plan_table_schema(batch, target, snapshot, pending)
+    batch = cast_to_table(batch, schema.casts)
+    if casting:
+        _check_types(batch, spec)
+    layout = table_layout(snapshot, target)
+    keyed = add_key_columns(batch, target, layout)
+    judged = _pinned(
+        add_malformed(add_verdicts(keyed, spec), read.malformed), _changing_source(spec)
+    )
     return Batch(judged, input_columns, schema, batch, tuple(read.cached))
 
 
