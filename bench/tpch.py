@@ -112,12 +112,12 @@ def run_tpch_benchmarks(
     shutil.rmtree(work / "generated")
     tpch = Tpch(spark, work, data, buckets(scale_factor), repeats, warmup)
     engines: dict[str, dict[str, dict[str, Measured]]] = {}  # table type -> engine -> step
+    skipped = {COLD: "--skip-peer runner-cold"} if "runner-cold" in skip else {}
     for table_type in TABLE_TYPES:
         engines[table_type] = {WARM: _runner(tpch, table_type, cold=False)}
-        if "runner-cold" not in skip:
+        if COLD not in skipped:
             engines[table_type][COLD] = _runner(tpch, table_type, cold=True)
     peers = {DELTA_RS: chain(tpch, "delta_rs", lambda s, t: _delta_rs(tpch, s, t))}
-    skipped = {}
     problem = "--skip-peer delta-spark" if "delta-spark" in skip else delta_spark_problem(spark)
     if problem is None:
         peers[DELTA_SPARK] = chain(tpch, "delta_spark", lambda s, t: _delta_spark(tpch, s, t))
@@ -142,6 +142,7 @@ def chain(tpch: Tpch, name: str, act: Callable[[Step, Path], float]) -> dict[str
     previous: Path | None = None
     for step in STEPS:
         table = tpch.work / name / step.name
+        print(f"tpch: {name}, {step.label}", flush=True)
         times, before = [], {}
         for run in range(tpch.repeats + (1 if tpch.warmup else 0)):
             shutil.rmtree(table, ignore_errors=True)

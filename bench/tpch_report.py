@@ -3,7 +3,7 @@ bench's common form (bench/__main__.py's render), and a table of its own, step b
 
 from __future__ import annotations
 
-from bench.tpch import STEPS, TABLE_TYPES, WARM, Measured
+from bench.tpch import COLD, DELTA_RS, STEPS, TABLE_TYPES, WARM, Measured
 from bench.tpch_data import TpchData
 from bench.write import size_text
 
@@ -60,14 +60,16 @@ def render_tpch(results: list[dict]) -> str:
             continue
         lines += [
             f"\n{table_type}, {rows[0]['tpch']['buckets']} buckets: seconds (median), then bytes",
-            f"| step | {head} | runner warm / delta-rs | {bytes_head} |",
-            "|" + "---|" * (2 + 2 * len(engines)),
+            f"| step | {head} | warm / delta-rs | whole process / delta-rs | {bytes_head} |",
+            "|" + "---|" * (3 + 2 * len(engines)),
         ]
         for r in rows:
             seconds = {WARM: r["runner_s"], **r["peers"]}
             times = " | ".join(f"{seconds[e]:.2f}" if e in seconds else "" for e in engines)
             sizes = " | ".join(size_text(r["bytes_written"][e]) for e in engines)
-            delta_rs = next((s for name, s in r["peers"].items() if "delta-rs" in name), None)
-            ratio = f"{r['runner_s'] / delta_rs:.2f}x" if delta_rs else ""
-            lines.append(f"| {r['tpch']['step']} | {times} | {ratio} | {sizes} |")
+            ratios = " | ".join(
+                f"{seconds[runner] / seconds[DELTA_RS]:.2f}x" if runner in seconds else ""
+                for runner in (WARM, COLD)
+            )
+            lines.append(f"| {r['tpch']['step']} | {times} | {ratios} | {sizes} |")
     return "\n".join(lines)
