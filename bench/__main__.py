@@ -26,7 +26,10 @@ SKIPPABLE_PEERS = (
     "naive-rewrite",
     "spark-parquet",
     "spark-same-files",
-)  # bench.write.PEERS
+    "runner-cold",
+    "delta-spark",
+    "hudi",
+)  # bench.write.PEERS; the last three: --only tpch's
 
 
 def validate_seconds(repeats: int) -> float:
@@ -113,6 +116,9 @@ def main() -> None:
     if args.only == "small":  # whole processes only: no session in this one
         _small(args)
         return
+    if args.only == "tpch":
+        _tpch(args, warmup)
+        return
     from bench.kafka import run_kafka_benchmarks
 
     scale = Scale(args.rows, args.repeats, args.buckets, warmup, frozenset(args.skip_peer))
@@ -162,6 +168,7 @@ def _parser() -> argparse.ArgumentParser:
             "groups",
             "hudi",
             "small",
+            "tpch",
         ],
         help="run one group of scenarios (default: all; mor: merge-on-read tables; scd2: a "
         "change feed's history, 1%% of the keys changed; change-feed: target.change_data_feed "
@@ -170,10 +177,17 @@ def _parser() -> argparse.ArgumentParser:
         "delta-rs, whole processes, against a local broker; groups: file groups inside "
         "buckets, 100-key upserts into 8 partitions x 2 buckets, whole processes; hudi: "
         "Hudi 1.1.1 beside the runner, in a side environment made once; only when asked; "
-        "small: small runs as whole processes, stage by stage, beside a bare SparkSession)",
+        "small: small runs as whole processes, stage by stage, beside a bare SparkSession; "
+        "tpch: TPC-H's lineitem at --scale and its refresh sets, warm and as whole processes, "
+        "beside delta-rs, delta-spark and Hudi 1.1.1; only when asked)",
     )
     _scenario_options(parser)
-    parser.add_argument("--out", type=Path, default=Path("bench/results/write.json"))
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="the results' JSON (default bench/results/write.json; "
+        "--only tpch: bench/results/tpch.json)",
+    )
     return parser
 
 
@@ -222,6 +236,13 @@ def _scenario_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--group-keys", type=int, default=100, help="keys per upsert of --only groups"
+    )
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="TPC-H scale factor of --only tpch (default 1: 6,000,000 lineitems; 0.01 for a "
+        "smoke run)",
     )
     parser.add_argument(
         "--group-bytes",
@@ -305,9 +326,7 @@ def _report(args: argparse.Namespace, results: list[dict], scale: Scale, jars: l
         "machine": f"{platform.machine()}, {platform.system()}",
         "python": platform.python_version(),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"meta": meta, "results": results}, indent=2))
-    print(f"results: {args.out}")
+    _write(args.out or Path("bench/results/write.json"), meta, results)
 
 
 def _small(args: argparse.Namespace) -> None:
@@ -317,9 +336,45 @@ def _small(args: argparse.Namespace) -> None:
         results = run_small_benchmarks(Path(tmp) / "small", args.rows, args.repeats)
     print(render_small(results))
     meta = {"rows": args.rows, "repeats": args.repeats, "python": platform.python_version()}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"meta": meta, "results": results}, indent=2))
-    print(f"results: {args.out}")
+    _write(args.out or Path("bench/results/write.json"), meta, results)
+
+
+def _tpch(args: argparse.Namespace, warmup: bool) -> None:
+    """--only tpch: its own session, with delta-spark's jars when they can be had."""
+    from bench.tpch import run_tpch_benchmarks
+    from bench.tpch_report import render_tpch
+    from runner import logs
+    from runner.jvm.session import spark_session
+    from runner.spec.model import SparkSettings
+
+    logs.configure("warning")
+    jars, conf = delta_spark_jars()
+    settings = SparkSettings(master="local[2]", conf={"spark.ui.enabled": "false", **conf})
+    spark = spark_session(settings, "bench", jars=jars)
+    skip = frozenset(args.skip_peer)
+    with tempfile.TemporaryDirectory(prefix="runner-bench-") as tmp:
+        results = run_tpch_benchmarks(
+            spark, Path(tmp) / "tpch", args.scale, args.repeats, warmup, skip
+        )
+    spark.stop()
+    print(render(results))
+    print(render_tpch(results))
+    meta = {
+        "scale_factor": args.scale,
+        "repeats": args.repeats,
+        "warmup": warmup,
+        "skipped_peers": args.skip_peer,
+        "delta_spark_jars": jars,
+        "machine": f"{platform.machine()}, {platform.system()}",
+        "python": platform.python_version(),
+    }
+    _write(args.out or Path("bench/results/tpch.json"), meta, results)
+
+
+def _write(out: Path, meta: dict, results: list[dict]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"meta": meta, "results": results}, indent=2))
+    print(f"results: {out}")
 
 
 if __name__ == "__main__":

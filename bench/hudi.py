@@ -118,7 +118,8 @@ def run_hudi_benchmarks(spark, work: Path, scale: Scale, keys: int = 100) -> lis
     bench = _prepare(spark, work, scale, keys)
     runner = _runner_side(bench)
     print(f"hudi: Hudi's side, pyspark {env.pyspark} (log: {work / 'hudi_job.log'})", flush=True)
-    hudi = _hudi_side(bench, env)
+    (work / "hudi").mkdir()
+    hudi = run_hudi_job(_hudi_plan(bench, env), env, work)
     return _results(bench, runner, hudi)
 
 
@@ -333,16 +334,15 @@ def _hudi_plan(bench: Bench, env: SideEnvironment) -> dict:
     }
 
 
-def _hudi_side(bench: Bench, env: SideEnvironment) -> dict:
-    """bench/hudi_job.py run by the side environment's Python; its JSON answer."""
-    plan = _hudi_plan(bench, env)
-    (bench.work / "hudi").mkdir()
+def run_hudi_job(plan: dict, env: SideEnvironment, work: Path) -> dict:
+    """bench/hudi_job.py run on `plan` by the side environment's Python, in `work` (its log:
+    work/hudi_job.log); its JSON answer."""
     # nothing of the runner's Spark 4 may leak in: its pyspark, SPARK_HOME, worker Python
     environ = {
         k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_") and k != "SPARK_HOME"
     }
     environ["PYSPARK_PYTHON"] = str(env.python)
-    log = bench.work / "hudi_job.log"
+    log = work / "hudi_job.log"
     with log.open("w") as stderr:
         done = subprocess.run(
             [str(env.python), "-I", str(JOB)],
@@ -351,7 +351,7 @@ def _hudi_side(bench: Bench, env: SideEnvironment) -> dict:
             stderr=stderr,
             text=True,
             env=environ,
-            cwd=bench.work,
+            cwd=work,
         )
     if done.returncode:
         tail = "\n".join(log.read_text().splitlines()[-40:])

@@ -12,8 +12,10 @@ JSON object, the results of every step by name, as stdout's last line.
 The plan (JSON): jar, events (a directory for Spark's event log, from which each step's
 seconds are split by Spark job: data files, Hudi's metadata table, the rest), master, conf
 (Spark settings), options (Hudi write options shared by every write: key, partition,
-precombine field, bucket index, parallelism), repeats, warmup, and steps:
-{op: bulk_insert | upsert | upserts | read | compact, name, table, ...}.
+precombine field, bucket index, parallelism), repeats, warmup, optionally checksum (the
+SQL aggregates a table is checked by, integers; default: rows, sum of ids, sum of amounts in
+cents), and steps: {op: bulk_insert | upsert | delete | upserts | read | compact, name,
+table, ...}.
 """
 
 from __future__ import annotations
@@ -56,10 +58,13 @@ def start_session(plan: dict):
     return spark, time.perf_counter() - start
 
 
-def checksum(frame) -> list[int]:
-    """[rows, sum of ids, sum of amounts in cents]: bench.write.Checksum, computed by Spark."""
+def checksum(frame, sums: list[str] | None = None) -> list[int]:
+    """[rows, sum of ids, sum of amounts in cents] (bench.write.Checksum), or the SQL
+    aggregates `sums`, computed by Spark."""
     from pyspark.sql import functions as F
 
+    if sums:
+        return [int(v or 0) for v in frame.selectExpr(*sums).collect()[0]]
     cents = F.bround(F.col("amount") * 100).cast("long")
     row = frame.agg(F.count(F.lit(1)), F.sum("id"), F.sum(cents)).collect()[0]
     return [int(row[0]), int(row[1] or 0), int(row[2] or 0)]
@@ -137,6 +142,7 @@ class Job:
         self.repeats = plan["repeats"]
         self.warmup = plan["warmup"]
         self.events = Path(plan["events"])
+        self.sums = plan.get("checksum")
         self.window = (0.0, 0.0)  # epoch seconds of the last timed run of a step
 
     def write(self, step: dict, source: str, table: Path, operation: str) -> float:
@@ -182,7 +188,7 @@ class Job:
 
     def snapshot(self, table: Path, **read_options: str) -> list[int]:
         frame = self.spark.read.format("hudi").options(**read_options).load(str(table))
-        return checksum(frame)
+        return checksum(frame, self.sums)
 
     def bulk_insert(self, step: dict) -> dict:
         times, added = self.repeated(
@@ -193,6 +199,13 @@ class Job:
     def upsert(self, step: dict) -> dict:
         times, added = self.repeated(
             step, lambda path: self.write(step, step["source"], path, "upsert")
+        )
+        return self.result(step, times, added)
+
+    def delete(self, step: dict) -> dict:
+        """Hudi's `delete` of the keys of the rows in step["source"]."""
+        times, added = self.repeated(
+            step, lambda path: self.write(step, step["source"], path, "delete")
         )
         return self.result(step, times, added)
 

@@ -11,6 +11,7 @@ from bench.change_feed import RUNNER, run_change_feed_benchmarks
 from bench.expand import run_expand_benchmarks
 from bench.merge_on_read import run_mor_benchmarks
 from bench.scale import Scale
+from bench.tpch import COLD, DELTA_RS, DELTA_SPARK, HUDI, WARM
 from bench.write_scenarios import run_write_benchmarks
 
 
@@ -63,3 +64,28 @@ def test_change_feed_scenarios_run_and_check_their_results(spark, tmp_path):
     assert replays[True]["bytes"]["total"] == 0 and replays[True]["adds"] == 0
     assert replays[False]["bytes"]["change_data"] > 0 and replays[False]["updated"] == 8
     assert replays[True]["unchanged"] == 8
+
+
+def test_tpch_scenario_runs_and_checks_every_table_after_every_step(spark, tmp_path):
+    from bench.hudi_env import SideEnvironmentProblem
+    from bench.tpch import run_tpch_benchmarks
+    from bench.tpch_env import tpchgen
+
+    try:
+        tpchgen()  # installed once into the bench's cache
+    except SideEnvironmentProblem as exc:
+        pytest.skip(f"tpchgen-cli cannot be installed: {exc}")
+    skip = frozenset({"runner-cold", "delta-spark", "hudi"})  # JVMs of their own, or slow
+    results = run_tpch_benchmarks(spark, tmp_path, 0.001, repeats=1, warmup=False, skip=skip)
+    # every step of both table types, each engine's table already checked against the sums
+    steps = [(r["tpch"]["table_type"], r["tpch"]["step"]) for r in results]
+    assert steps == [
+        (t, s) for t in ("COPY_ON_WRITE", "MERGE_ON_READ") for s in ("load", "rf1", "rf2", "update")
+    ]
+    for r in results:
+        assert r["runner_s"] > 0 and r["peers"][DELTA_RS] > 0, r
+        assert set(r["peers_skipped"]) == {COLD, DELTA_SPARK, HUDI}
+    mor_delete = results[6]
+    # merge-on-read deletes with deletion vectors; delta-rs' merge rewrites the files
+    written = mor_delete["bytes_written"]
+    assert 0 < written[WARM] < written[DELTA_RS] / 4, written
