@@ -39,7 +39,7 @@ from __future__ import annotations
 import secrets
 import shutil
 import statistics
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,7 @@ SYSTEMS = (DEBEZIUM, PLAIN)
 SOURCE = "orders"
 SEED = 54
 UPDATES, DELETES = 0.01, 0.001  # of the table's rows, per batch
+RunRunner = Callable[[Path, dict[str, Any]], Run]  # a run of a spec, written to the file
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class Setup:
     broker: Any  # tests.kafka_server.KafkaBroker
     buckets: int
     topics: dict[str, str]
+    runner: RunRunner
 
 
 @dataclass
@@ -93,29 +95,32 @@ class StepRuns:
 
 
 def run_debezium_benchmarks(
-    work: Path, scale: Scale, batches: int, broker: Any | None = None
+    work: Path,
+    scale: Scale,
+    batches: int,
+    broker: Any | None = None,
+    runner: RunRunner = runner_process,
 ) -> list[dict]:
     """The Debezium scenario: a result per step; [] with a printed reason when no broker can
     be had. `broker`: a running tests.kafka_server.KafkaBroker to use instead of starting
-    one."""
+    one; `runner`: how a spec is run (the bench's smoke test runs it in its session)."""
     if broker is not None:
-        return _run(work, broker, scale, batches)
+        return _run(Setup(work, broker, scale.buckets, {}, runner), scale, batches)
     jars = bench_broker_jars("debezium")
     if jars is None:
         return []
     from tests.kafka_server import running_broker
 
     with running_broker(jars) as started:
-        return _run(work, started, scale, batches)
+        return _run(Setup(work, started, scale.buckets, {}, runner), scale, batches)
 
 
-def _run(work: Path, broker: Any, scale: Scale, batches: int) -> list[dict]:
-    work.mkdir(parents=True, exist_ok=True)
+def _run(setup: Setup, scale: Scale, batches: int) -> list[dict]:
+    setup.work.mkdir(parents=True, exist_ok=True)
     tag = secrets.token_hex(3)  # a broker shared with others holds no topic of these names
-    topics = {DEBEZIUM: f"bench-debezium-{tag}", PLAIN: f"bench-plain-{tag}"}
-    for topic in topics.values():
-        broker.create_topic(topic, partitions=PARTITIONS)
-    setup = Setup(work, broker, scale.buckets, topics)
+    setup.topics.update({DEBEZIUM: f"bench-debezium-{tag}", PLAIN: f"bench-plain-{tag}"})
+    for topic in setup.topics.values():
+        setup.broker.create_topic(topic, partitions=PARTITIONS)
     orders = Orders.made(scale.rows, SEED)
     steps: list[StepRuns] = []
     for number in range(batches + 1):
@@ -184,7 +189,7 @@ def _measure(
             if before.exists():
                 shutil.copytree(before, table)
             spec_file = setup.work / f"{_slug(system)}.yaml"
-            run = runner_process(spec_file, runner_spec(setup, system, table))
+            run = setup.runner(spec_file, runner_spec(setup, system, table))
             _check_run(setup, system, run, counts, orders)
             if timed:
                 runs[system].append(run)
