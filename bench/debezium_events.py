@@ -23,6 +23,7 @@ import base64
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -48,8 +49,8 @@ def _field(kind: str, field: str, optional: bool = True, **more: object) -> dict
 
 
 def _row_schema(side: str) -> dict[str, object]:
-    time = {"name": "io.debezium.time.MicroTimestamp", "version": 1}
-    decimal = {
+    time: dict[str, Any] = {"name": "io.debezium.time.MicroTimestamp", "version": 1}
+    decimal: dict[str, Any] = {
         "name": "org.apache.kafka.connect.data.Decimal",
         "version": 1,
         "parameters": {"scale": "2", "connect.decimal.precision": "12"},
