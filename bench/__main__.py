@@ -134,6 +134,10 @@ def main() -> None:
             results += run_kafka_benchmarks(
                 Path(tmp) / "kafka", args.rows, args.repeats, args.buckets, warmup
             )
+        if args.only == "debezium":  # not in the default run: minutes of JSON at any size
+            from bench.debezium import run_debezium_benchmarks
+
+            results += run_debezium_benchmarks(Path(tmp) / "debezium", scale, args.debezium_batches)
         results.append(
             {
                 "scenario": "runner upsert, 6 rows into 400 (quickstart, whole process)",
@@ -165,6 +169,7 @@ def _parser() -> argparse.ArgumentParser:
             "scd2",
             "change-feed",
             "kafka",
+            "debezium",
             "groups",
             "hudi",
             "small",
@@ -174,7 +179,10 @@ def _parser() -> argparse.ArgumentParser:
         "change feed's history, 1%% of the keys changed; change-feed: target.change_data_feed "
         "and skip_unchanged, a 1%% upsert and its replay, whole runner processes; kafka: a "
         "topic of --rows JSON records into an upsert table beside Spark's plain write and "
-        "delta-rs, whole processes, against a local broker; groups: file groups inside "
+        "delta-rs, whole processes, against a local broker; debezium: a table's Debezium change "
+        "events (a snapshot of --rows rows, then batches of 1%% updates and 0.1%% deletes) "
+        "beside the same changes as plain JSON upserts, whole processes, against a local "
+        "broker; only when asked; groups: file groups inside "
         "buckets, 100-key upserts into 8 partitions x 2 buckets, whole processes; hudi: "
         "Hudi 1.1.1 beside the runner, in a side environment made once; only when asked; "
         "small: small runs as whole processes, stage by stage, beside a bare SparkSession; "
@@ -233,6 +241,12 @@ def _scenario_options(parser: argparse.ArgumentParser) -> None:
         "--merge-mode",
         choices=["event_time", "commit_time", "partial_update", "overwrite_non_defaults"],
         help="target.merge_mode of the runner's upserts (default: the spec's, event_time)",
+    )
+    parser.add_argument(
+        "--debezium-batches",
+        type=int,
+        default=3,
+        help="batches of changes after the snapshot in --only debezium (default 3)",
     )
     parser.add_argument(
         "--group-keys", type=int, default=100, help="keys per upsert of --only groups"
@@ -307,6 +321,10 @@ def _report(args: argparse.Namespace, results: list[dict], scale: Scale, jars: l
         print("\n" + render_change_feed(results))
     if args.only in (None, "groups"):
         print("\n" + render_groups(results))
+    if args.only == "debezium":
+        from bench.debezium import render_debezium
+
+        print("\n" + render_debezium(results))
     if args.only == "hudi":
         from bench.hudi_report import render_hudi
 
@@ -322,6 +340,7 @@ def _report(args: argparse.Namespace, results: list[dict], scale: Scale, jars: l
         "mor_keys": args.mor_keys,
         "mor_max_delta_files": args.mor_max_delta_files,
         "merge_mode": args.merge_mode,
+        "debezium_batches": args.debezium_batches,
         "delta_spark_jars": jars,
         "machine": f"{platform.machine()}, {platform.system()}",
         "python": platform.python_version(),

@@ -51,7 +51,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,19 +120,11 @@ def run_kafka_benchmarks(
 ) -> list[dict]:
     """The Kafka scenario: two results (wall and job seconds); [] with a printed reason when
     no broker (Java, Maven, confluent-kafka) or no Spark Kafka connector can be had."""
-    try:
-        import confluent_kafka  # noqa: F401  (the dev extra)
-
-        from runner.jvm.spark_connectors import kafka
-        from tests.kafka_server import broker_jars, running_broker
-
-        kafka().jars("the kafka bench", False)  # fetched once here, not in a timed run
-        jars, problem = broker_jars()
-    except (ImportError, EnvironmentProblem) as exc:
-        jars, problem = None, str(exc)
+    jars = bench_broker_jars("kafka")
     if jars is None:
-        print(f"kafka: skipped ({problem})")
         return []
+    from tests.kafka_server import running_broker
+
     work.mkdir(parents=True, exist_ok=True)
     with running_broker(jars) as broker:
         broker.create_topic(TOPIC, partitions=PARTITIONS)
@@ -144,6 +136,25 @@ def run_kafka_benchmarks(
         setup = Setup(work, broker.bootstrap, rows, buckets, ends, expected)
         runs = _measure(setup, repeats, warmup)
     return _results(setup, runs, produce_s)
+
+
+def bench_broker_jars(scenario: str) -> Path | None:
+    """The broker's jars, with Spark's Kafka connector fetched (once here, not in a timed
+    run); None, the reason printed, when Java, Maven, confluent-kafka or the jars cannot be
+    had."""
+    try:
+        import confluent_kafka  # noqa: F401  (the dev extra)
+
+        from runner.jvm.spark_connectors import kafka
+        from tests.kafka_server import broker_jars
+
+        kafka().jars(f"the {scenario} bench", False)
+        jars, problem = broker_jars()
+    except (ImportError, EnvironmentProblem) as exc:
+        jars, problem = None, str(exc)
+    if jars is None:
+        print(f"{scenario}: skipped ({problem})")
+    return jars
 
 
 def json_values(rows: pa.Table) -> pa.ChunkedArray:
@@ -183,18 +194,23 @@ def produce(bootstrap: str, rows: int) -> Any:
         chunk = make_rows(0, seed=(SEED, i), ids=np.arange(start, min(start + CHUNK_ROWS, rows)))
         total += checksum(chunk)
         keys = pc.cast(chunk["id"], pa.string()).to_pylist()
-        for key, value in zip(keys, json_values(chunk).to_pylist(), strict=True):
-            while True:
-                try:
-                    producer.produce(TOPIC, value, key)
-                    break
-                except BufferError:  # the local queue is full: let it drain
-                    producer.poll(0.05)
-        producer.poll(0)
+        send(producer, TOPIC, zip(keys, json_values(chunk).to_pylist(), strict=True))
     left = producer.flush(120)
     if errors or left:
         raise RuntimeError(f"producing to {TOPIC} failed: {errors[:5] or f'{left} unsent'}")
     return total
+
+
+def send(producer: Any, topic: str, messages: Iterable[tuple[Any, Any]]) -> None:
+    """Queue (key, value) messages to `topic`, waiting while the local queue is full."""
+    for key, value in messages:
+        while True:
+            try:
+                producer.produce(topic, value, key)
+                break
+            except BufferError:  # the local queue is full: let it drain
+                producer.poll(0.05)
+    producer.poll(0)
 
 
 def _measure(setup: Setup, repeats: int, warmup: bool) -> dict[str, list[Run]]:
@@ -220,11 +236,16 @@ def _measure(setup: Setup, repeats: int, warmup: bool) -> dict[str, list[Run]]:
 
 def _runner(setup: Setup, table: Path) -> Run:
     """`python -m runner SPEC --summary-json FILE`, timed as a whole process."""
-    spec, summary_file = setup.work / "kafka.yaml", setup.work / "summary.json"
-    spec.write_text(json.dumps(runner_spec(setup, table)))  # JSON is YAML
-    wall, _ = _timed(
-        [sys.executable, "-m", "runner", str(spec), "--summary-json", str(summary_file)], "runner"
-    )
+    return runner_process(setup.work / "kafka.yaml", runner_spec(setup, table))
+
+
+def runner_process(spec_file: Path, spec: dict[str, Any]) -> Run:
+    """`python -m runner SPEC --summary-json FILE` of `spec` written to `spec_file`, timed
+    as a whole process; its job seconds are its stages' but Spark's start."""
+    summary_file = spec_file.with_suffix(".summary.json")
+    spec_file.write_text(json.dumps(spec))  # JSON is YAML
+    command = [sys.executable, "-m", "runner", str(spec_file), "--summary-json", str(summary_file)]
+    wall, _ = timed(command, "runner")
     summary = json.loads(summary_file.read_text())
     job = sum(s for stage, s in summary["stage_seconds"].items() if stage != "start")
     return Run(wall, job, summary)
@@ -258,13 +279,13 @@ def runner_spec(setup: Setup, table: Path) -> dict:
 def _peer(kind: str, setup: Setup, out: Path) -> Run:
     """`python -m bench.kafka KIND BOOTSTRAP OUT`, timed as a whole process; its job seconds
     are the last line it prints."""
-    wall, out_text = _timed(
+    wall, out_text = timed(
         [sys.executable, "-m", "bench.kafka", kind, setup.bootstrap, str(out)], kind
     )
     return Run(wall, float(out_text.split()[-1]))
 
 
-def _timed(command: list[str], what: str) -> tuple[float, str]:
+def timed(command: list[str], what: str) -> tuple[float, str]:
     """A whole process's wall seconds and its stdout; RuntimeError when it fails."""
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)

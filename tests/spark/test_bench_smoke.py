@@ -5,14 +5,22 @@ No timing is asserted here; figures come from `python -m bench` (docs/performanc
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from bench.change_feed import RUNNER, run_change_feed_benchmarks
+from bench.debezium import DEBEZIUM, PLAIN, render_debezium, run_debezium_benchmarks
 from bench.expand import run_expand_benchmarks
+from bench.kafka import Run
 from bench.merge_on_read import run_mor_benchmarks
 from bench.scale import Scale
 from bench.tpch import COLD, DELTA_RS, DELTA_SPARK, HUDI, WARM
 from bench.write_scenarios import run_write_benchmarks
+from runner.pipeline.run import run_pipeline
+from runner.spec import load_spec
 
 
 def test_benchmark_scenarios_run_and_check_their_results(spark, tmp_path):
@@ -89,3 +97,21 @@ def test_tpch_scenario_runs_and_checks_every_table_after_every_step(spark, tmp_p
     # merge-on-read deletes with deletion vectors; delta-rs' merge rewrites the files
     written = mor_delete["bytes_written"]
     assert 0 < written[WARM] < written[DELTA_RS] / 4, written
+
+
+@pytest.mark.slow  # a broker's topics and four runs, in the test's session
+def test_debezium_scenario_runs_and_checks_its_results(spark, kafka_broker, tmp_path):
+    def in_session(spec_file: Path, spec: dict[str, Any]) -> Run:  # no JVM per run
+        spec_file.write_text(json.dumps(spec))
+        summary = run_pipeline(load_spec(spec_file), spark).to_dict()
+        return Run(1.0, sum(summary["stage_seconds"].values()), summary)
+
+    snapshot, batch = run_debezium_benchmarks(
+        tmp_path, Scale(200, 1, 2, warmup=False), 1, kafka_broker, in_session
+    )
+    # the checks passed: each run's table is the database's, both tables the same rows
+    assert snapshot["debezium"]["changes"] == 200
+    assert batch["debezium"]["rows_after"] == 199  # 2 updated, 1 deleted
+    messages = batch["debezium"]["messages"]
+    assert messages[DEBEZIUM] == messages[PLAIN] + 1  # the delete's tombstone
+    assert "| batch 1 | 3 |" in render_debezium([snapshot, batch])
