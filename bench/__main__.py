@@ -242,6 +242,11 @@ def _scenario_options(parser: argparse.ArgumentParser) -> None:
         choices=["event_time", "commit_time", "partial_update", "overwrite_non_defaults"],
         help="target.merge_mode of the runner's upserts (default: the spec's, event_time)",
     )
+    _more_scenario_options(parser)
+
+
+def _more_scenario_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the Debezium, groups and TPC-H scenarios."""
     parser.add_argument(
         "--debezium-batches",
         type=int,
