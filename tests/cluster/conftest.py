@@ -65,7 +65,7 @@ def _alive_workers(ui_port: int) -> int:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as answer:
             state = json.load(answer)
-    except OSError:
+    except (OSError, ValueError):  # not up, or its UI still serving a page, not the JSON yet
         return 0
     return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
 
