@@ -119,17 +119,20 @@ def _build(staging: Path) -> None:
 
 
 def _run(cmd: list[str], what: str) -> str:
-    """A step of the build; SideEnvironmentProblem with its output's tail when it fails."""
+    hint = " (PyPI must be reachable, directly or through pip's configured index)"
+    return run_step(cmd, what, PIP_TIMEOUT_S, hint)
+
+
+def run_step(cmd: list[str], what: str, timeout_s: float, hint: str = "") -> str:
+    """A step of a side environment's build (pip, venv, a generator); its stdout, or
+    SideEnvironmentProblem with its output's tail when it fails."""
     try:
         done = subprocess.run(
-            cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=PIP_TIMEOUT_S
+            cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout_s
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SideEnvironmentProblem(f"`{what}` failed: {exc}") from exc
     if done.returncode:
         tail = (done.stdout + done.stderr).strip()[-1500:]
-        raise SideEnvironmentProblem(
-            f"`{what}` exited {done.returncode} (PyPI must be reachable, directly or through "
-            f"pip's configured index):\n{tail}"
-        )
+        raise SideEnvironmentProblem(f"`{what}` exited {done.returncode}{hint}:\n{tail}")
     return done.stdout

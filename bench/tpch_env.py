@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from bench.hudi_env import SideEnvironmentProblem
+from bench.hudi_env import SideEnvironmentProblem, run_step
 from runner.jvm.maven import user_cache
 
 TPCHGEN = "tpchgen-cli==4.0.0"
@@ -56,12 +55,4 @@ def generate(binary: Path, scale_factor: float, out: Path) -> Path:
 
 
 def _run(cmd: list[str], what: str) -> None:
-    try:
-        done = subprocess.run(
-            cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=TIMEOUT_S
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SideEnvironmentProblem(f"`{what}` failed: {exc}") from exc
-    if done.returncode:
-        tail = (done.stdout + done.stderr).strip()[-1500:]
-        raise SideEnvironmentProblem(f"`{what}` exited {done.returncode}:\n{tail}")
+    run_step(cmd, what, TIMEOUT_S)

@@ -31,8 +31,13 @@ from runner.summary import human_size
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json"}
-FORMATS[".ndjson"] = "json"
+FORMATS = {
+    ".parquet": "parquet",
+    ".csv": "csv",
+    ".json": "json",
+    ".jsonl": "json",
+    ".ndjson": "json",
+}
 SAMPLE_BYTES = 1 << 20
 BUCKET_BYTES = 256 << 20  # a bucket's data at which the guess adds one
 _ORDERING_NAMES = re.compile(r"^(ts|timestamp|updated(_at|_on)?|modified(_at)?|.*_(at|ts|time))$")

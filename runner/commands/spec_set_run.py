@@ -128,9 +128,7 @@ class SetRun:
         """Up to `parallel` specs at a time, each once its upstreams are done, in the set's
         order; each in a FAIR pool named after it, so a large spec does not hold up the
         small ones. Their outcomes in the set's order."""
-        if self.base is None:  # started here: the threads share it, none races to start it
-            jars = application_jars(application)
-            self.base = spark_session(application.settings, application.name, jars)
+        self._started(application)  # here: the threads share it, none races to start it
         waiting = list(members)
         outcomes: dict[str, SpecOutcome] = {}
         with ThreadPoolExecutor(self.parallel, thread_name_prefix="spec") as pool:
@@ -181,13 +179,10 @@ class SetRun:
             if not is_routed(member.spec):
                 members.append(member)
                 continue
-            if self.base is None:
-                self.base = spark_session(
-                    application.settings, application.name, application_jars(application)
-                )
+            base = self._started(application)
             source = member.spec.sources[0]
             assert source.kafka is not None
-            topics = topic_names(self.base, source.kafka, f"source '{source.name}'")
+            topics = topic_names(base, source.kafka, f"source '{source.name}'")
             log.info("topics_routed", pipeline=member.name, topics=topics)
             members += [Member(route(member.spec, topic), member.file) for topic in topics]
         return members
@@ -223,6 +218,13 @@ class SetRun:
         result: Result = "nothing new" if summary.nothing_new else "committed"
         return SpecOutcome(member, result, summary, seconds=time.monotonic() - started)
 
+    def _started(self, application: Application) -> SparkSession:
+        """The application's first session, started now if no run has started it."""
+        if self.base is None:
+            jars = application_jars(application)
+            self.base = spark_session(application.settings, application.name, jars)
+        return self.base
+
     def _observer(self, member: Member) -> Observer:
         observer = self.observers.get(member.name)
         if observer is None:
@@ -235,9 +237,8 @@ class SetRun:
         spark.sql.* settings; None while no run has needed Spark (the run starts it), unless
         the spec has settings of its own (then it is started here, for them)."""
         own = resolve(dict(self.shared.own.get(member.name, {})), where="spark.conf")
-        if self.base is None and own:
-            jars = application_jars(application)
-            self.base = spark_session(application.settings, application.name, jars)
+        if own:
+            self._started(application)
         if self.base is None:
             return None
         session = self.base.newSession()

@@ -83,9 +83,7 @@ def broker_offsets(spark: SparkSession, kafka: KafkaSpec, where: str) -> BrokerO
             partitions = topic_partitions(jvm, consumer, kafka, wait, where)
             if not partitions:
                 return BrokerOffsets({}, {})
-            listed = jvm.java.util.ArrayList()
-            for topic, partition in partitions:
-                listed.add(jvm.org.apache.kafka.common.TopicPartition(topic, partition))
+            listed = java_partitions(jvm, partitions)
             earliest = _offsets(consumer.beginningOffsets(listed, wait))
             latest = _offsets(consumer.endOffsets(listed, wait))
         except UserError:
@@ -93,6 +91,14 @@ def broker_offsets(spark: SparkSession, kafka: KafkaSpec, where: str) -> BrokerO
         except Exception as exc:
             raise UserError(_unreachable(kafka, timeout_ms, exc, where)) from None
     return BrokerOffsets(earliest, latest)
+
+
+def java_partitions(jvm: Any, partitions: list[TopicPartition]) -> Any:
+    """The topic-partitions as the Java client takes them (a List of TopicPartition)."""
+    listed = jvm.java.util.ArrayList()
+    for topic, partition in partitions:
+        listed.add(jvm.org.apache.kafka.common.TopicPartition(topic, partition))
+    return listed
 
 
 def topic_names(spark: SparkSession, kafka: KafkaSpec, where: str) -> list[str]:

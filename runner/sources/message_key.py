@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from runner.delta.snapshot import open_table
 from runner.errors import UserError
-from runner.sources.kafka import driver_consumer, topic_partitions
+from runner.sources.kafka import driver_consumer, java_partitions, topic_partitions
 from runner.spec.model import Source
 
 if TYPE_CHECKING:
@@ -72,9 +72,7 @@ def _first_key(spark: SparkSession, source: Source) -> bytes | None:
     where = f"source '{source.name}'"
     with driver_consumer(spark, kafka, where, {"max.poll.records": "50"}) as found:
         jvm, consumer, wait, timeout_ms = found
-        listed = jvm.java.util.ArrayList()
-        for topic, partition in topic_partitions(jvm, consumer, kafka, wait, where):
-            listed.add(jvm.org.apache.kafka.common.TopicPartition(topic, partition))
+        listed = java_partitions(jvm, topic_partitions(jvm, consumer, kafka, wait, where))
         if listed.isEmpty():
             return None
         consumer.assign(listed)

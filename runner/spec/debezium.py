@@ -24,7 +24,6 @@ OP = "_debezium_op"  # c (create), r (snapshot read), u (update), d (delete)
 POSITION = "_debezium_position"  # the event's place in the database's log, a number
 CHANGED_AT = "_debezium_ts"  # source.ts_ms: when the change was made in the database
 SOURCE = "_debezium_source"  # the envelope's source block (connector, db, table, lsn...)
-METADATA = (OP, POSITION, CHANGED_AT, SOURCE)
 # not stored unless the transform keeps them under another name: the position is, as the
 # change feed's sequence_by
 NOT_STORED = (OP, CHANGED_AT, SOURCE)

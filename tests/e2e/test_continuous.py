@@ -164,13 +164,12 @@ def test_continuous_rounds_then_sigterm_finishes_the_round_in_flight(tmp_path):
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_a_set_runs_in_rounds_with_every_specs_metrics_on_one_endpoint(tmp_path):
-    import socket
     import urllib.request
 
+    from tests.s3 import free_port
+
     spec = yaml.safe_load(_setup(tmp_path).read_text())
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     (tmp_path / "specs").mkdir()
     copies = {**spec, "name": "copies", "metrics": {"port": port}}
     copies["target"] = {**spec["target"], "path": "../copies"}
