@@ -41,11 +41,11 @@ def equal_rows(a: pa.Table, b: pa.Table, columns: Sequence[str]) -> np.ndarray:
     """Whether row i of `a` equals row i of `b` in every one of `columns`."""
     same = np.ones(a.num_rows, dtype=bool)
     for name in columns:
-        same &= _equal_values(a.column(name), b.column(name))
+        same &= equal_values(a.column(name), b.column(name))
     return same
 
 
-def _equal_values(x: pa.ChunkedArray, y: pa.ChunkedArray) -> np.ndarray:
+def equal_values(x: pa.ChunkedArray, y: pa.ChunkedArray) -> np.ndarray:
     x, y = x.combine_chunks(), y.combine_chunks()
     x_null = x.is_null().to_numpy(zero_copy_only=False)
     y_null = y.is_null().to_numpy(zero_copy_only=False)
@@ -77,7 +77,7 @@ def _key(value: object) -> object:
     return value
 
 
-def _one_each(before: pa.Table, after: pa.Table) -> pa.Array:
+def one_each(before: pa.Table, after: pa.Table) -> pa.Array:
     """The keys with exactly one row in `before` and one in `after`."""
     counts = []
     for side in (before, after):
@@ -87,7 +87,7 @@ def _one_each(before: pa.Table, after: pa.Table) -> pa.Array:
     return pc.filter(counts[0], pc.is_in(counts[0], value_set=counts[1])).combine_chunks()
 
 
-def _aligned(side: pa.Table, keys: pa.Array) -> pa.Table:
+def aligned(side: pa.Table, keys: pa.Array) -> pa.Table:
     """The rows of `side` holding `keys` (one each), in key order."""
     rows = side.filter(pc.is_in(side.column(RECORD_KEY), value_set=keys))
     return rows.sort_by(RECORD_KEY)
@@ -95,11 +95,11 @@ def _aligned(side: pa.Table, keys: pa.Array) -> pa.Table:
 
 def unchanged_keys(before: pa.Table, after: pa.Table) -> pa.Array:
     """Keys whose one stored row equals the one row the write would put in its place."""
-    keys = _one_each(before, after)
+    keys = one_each(before, after)
     if not len(keys):
         return keys
-    old = _aligned(before, keys)
-    new = conform(_aligned(after, keys), before.schema)  # as it would be written
+    old = aligned(before, keys)
+    new = conform(aligned(after, keys), before.schema)  # as it would be written
     same = equal_rows(old, new, compared_columns(before.schema))
     return old.column(RECORD_KEY).combine_chunks().filter(pa.array(same))
 
@@ -120,11 +120,11 @@ def change_rows(before: pa.Table, after: pa.Table, schema: pa.Schema) -> pa.Tabl
         _typed(after.filter(pc.invert(in_before)), "insert"),
     ]
     old, new = before.filter(in_after), after.filter(in_before)
-    single = _one_each(old, new)
+    single = one_each(old, new)
     if len(single):
         parts += [
-            _typed(_aligned(old, single), "update_preimage"),
-            _typed(_aligned(new, single), "update_postimage"),
+            _typed(aligned(old, single), "update_preimage"),
+            _typed(aligned(new, single), "update_postimage"),
         ]
     parts += _histories(without_keys(old, single), without_keys(new, single), schema)
     return pa.concat_tables(parts).cast(change_schema(schema))

@@ -164,8 +164,12 @@ class WriteJob:
         merged = rule.merge(batch, stored)
         before = None  # whole stored rows of the keys the merge drops, once read
         if self.merge.skip_unchanged and merged.counts.get("update"):
-            before = stored.dropped_rows(stored.dropped(merged.drop_keys))
-            merged = leave_unchanged(merged, before)
+            if self.change_feed or stored.whole is not None:  # whole rows wanted, or had
+                before = stored.dropped_rows(stored.dropped(merged.drop_keys))
+                same = unchanged_keys(before, merged.write)
+            else:
+                same = stored.unchanged_keys(stored.dropped(merged.drop_keys), merged.write)
+            merged = leave_unchanged(merged, same)
         row = result_row(group, **merged.counts, changed=merged.changed)
         if merged.changed:  # else the stored files stay as they are
             dropped = stored.dropped(merged.drop_keys)
@@ -182,10 +186,9 @@ class WriteJob:
         return row
 
 
-def leave_unchanged(merged: Merged, before: pa.Table) -> Merged:
-    """`merged` without the keys whose new row equals their stored row (target.
+def leave_unchanged(merged: Merged, same: pa.Array) -> Merged:
+    """`merged` without the keys `same`, whose new row equals their stored row (target.
     skip_unchanged): the stored row stays where it is, counted as unchanged."""
-    same = unchanged_keys(before, merged.write)
     if not len(same):
         return merged
     counts = dict(merged.counts)

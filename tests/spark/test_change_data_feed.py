@@ -227,10 +227,16 @@ def test_compaction_writes_no_change_data(needs_delta_spark, tmp_path):
     assert not any("cdc" in a for a in log_actions(tmp_path / "table", compacted.version))
 
 
-def test_unchanged_rows_are_compared_as_a_reader_sees_them(spark, tmp_path):
+@pytest.mark.parametrize(
+    ("table_type", "feed"),
+    [("COPY_ON_WRITE", True), ("MERGE_ON_READ", False)],
+    ids=["whole-rows", "column-by-column"],  # the feed reads whole stored rows; MoR need not
+)
+def test_unchanged_rows_are_compared_as_a_reader_sees_them(spark, tmp_path, table_type, feed):
     """NaN equals NaN, null equals null, -0.0 is not 0.0; a changed row among unchanged
     ones rewrites its bucket alone."""
-    spec = write_spec(tmp_path, city_target("upsert", change_data_feed=True))
+    target = city_target("upsert", change_data_feed=feed, table_type=table_type)
+    spec = write_spec(tmp_path, target)
     first = city_rows(range(4), 1)
     first["x"] = [math.nan, None, 0.0, 1.5]
     _run(spark, tmp_path, spec, first)
