@@ -70,6 +70,7 @@ COLD = "runner, whole process (wall s)"
 DELTA_RS = "delta-rs write_deltalake / merge (wall s)"
 DELTA_SPARK = "delta-spark write / MERGE with deletion vectors (wall s)"
 HUDI = "Hudi 1.1.1, bucket index (job s)"
+SPARK_WRITE = "Spark parquet write, load only (wall s)"
 ON = " AND ".join(f"t.{k} = s.{k}" for k in KEY)
 
 
@@ -118,6 +119,7 @@ def run_tpch_benchmarks(
         if COLD not in skipped:
             engines[table_type][COLD] = _runner(tpch, table_type, cold=True)
     peers = {DELTA_RS: chain(tpch, "delta_rs", lambda s, t: _delta_rs(tpch, s, t))}
+    peers[SPARK_WRITE] = {"load": plain_write(tpch)}
     problem = "--skip-peer delta-spark" if "delta-spark" in skip else delta_spark_problem(spark)
     if problem is None:
         peers[DELTA_SPARK] = chain(tpch, "delta_spark", lambda s, t: _delta_spark(tpch, s, t))
@@ -161,6 +163,26 @@ def chain(tpch: Tpch, name: str, act: Callable[[Step, Path], float]) -> dict[str
         previous = table
     shutil.rmtree(tpch.work / name)  # checked: at SF 10 each engine's table is gigabytes
     return out
+
+
+def plain_write(tpch: Tpch) -> Measured:
+    """The load's rows as Spark writes plain parquet in the bench's session (no key, no
+    buckets, no log): the scale the runner's initial load is held to."""
+    out = tpch.work / "spark_parquet"
+    times = []
+    for run in range(tpch.repeats + (1 if tpch.warmup else 0)):
+        shutil.rmtree(out, ignore_errors=True)
+        start = time.perf_counter()
+        tpch.spark.read.parquet(str(tpch.data.sources["load"])).write.parquet(str(out))
+        if run >= (1 if tpch.warmup else 0):
+            times.append(time.perf_counter() - start)
+    written = sum(sizes(out).values())
+    found = TpchSum()
+    for batch in ds.dataset(str(out)).to_batches(columns=COLUMNS):
+        found += tpch_sum(batch)
+    check("Spark's parquet write", STEPS[0], found, tpch.data.expected["load"])
+    shutil.rmtree(out)
+    return Measured(statistics.median(times), written, found)
 
 
 def check(engine: str, step: Step, found: TpchSum, expected: TpchSum) -> None:

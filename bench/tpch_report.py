@@ -3,7 +3,7 @@ bench's common form (bench/__main__.py's render), and a table of its own, step b
 
 from __future__ import annotations
 
-from bench.tpch import COLD, DELTA_RS, STEPS, TABLE_TYPES, WARM, Measured
+from bench.tpch import COLD, DELTA_RS, SPARK_WRITE, STEPS, TABLE_TYPES, WARM, Measured
 from bench.tpch_data import TpchData
 from bench.write import size_text
 
@@ -22,7 +22,9 @@ def results(
     for table_type in TABLE_TYPES:
         for step in STEPS:
             measured = {name: steps[step.name] for name, steps in engines[table_type].items()}
-            measured.update({name: steps[step.name] for name, steps in peers.items()})
+            measured.update(
+                {name: steps[step.name] for name, steps in peers.items() if step.name in steps}
+            )
             warm = measured.pop(WARM)
             sums = data.expected[step.name]
             out.append(
@@ -60,16 +62,19 @@ def render_tpch(results: list[dict]) -> str:
             continue
         lines += [
             f"\n{table_type}, {rows[0]['tpch']['buckets']} buckets: seconds (median), then bytes",
-            f"| step | {head} | warm / delta-rs | whole process / delta-rs | {bytes_head} |",
-            "|" + "---|" * (3 + 2 * len(engines)),
+            f"| step | {head} | warm / delta-rs | whole process / delta-rs | warm / Spark "
+            f"parquet | {bytes_head} |",
+            "|" + "---|" * (4 + 2 * len(engines)),
         ]
         for r in rows:
             seconds = {WARM: r["runner_s"], **r["peers"]}
             times = " | ".join(f"{seconds[e]:.2f}" if e in seconds else "" for e in engines)
-            sizes = " | ".join(size_text(r["bytes_written"][e]) for e in engines)
+            written = r["bytes_written"]
+            sizes = " | ".join(size_text(written[e]) if e in written else "" for e in engines)
             ratios = " | ".join(
                 f"{seconds[runner] / seconds[DELTA_RS]:.2f}x" if runner in seconds else ""
                 for runner in (WARM, COLD)
             )
-            lines.append(f"| {r['tpch']['step']} | {times} | {ratios} | {sizes} |")
+            plain = f"{seconds[WARM] / seconds[SPARK_WRITE]:.2f}x" if SPARK_WRITE in seconds else ""
+            lines.append(f"| {r['tpch']['step']} | {times} | {ratios} | {plain} | {sizes} |")
     return "\n".join(lines)

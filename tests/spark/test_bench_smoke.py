@@ -17,7 +17,7 @@ from bench.expand import run_expand_benchmarks
 from bench.kafka import Run
 from bench.merge_on_read import run_mor_benchmarks
 from bench.scale import Scale
-from bench.tpch import COLD, DELTA_RS, DELTA_SPARK, HUDI, WARM
+from bench.tpch import COLD, DELTA_RS, DELTA_SPARK, HUDI, SPARK_WRITE, WARM
 from bench.write_scenarios import run_write_benchmarks
 from runner.pipeline.run import run_pipeline
 from runner.spec import load_spec
@@ -93,6 +93,8 @@ def test_tpch_scenario_runs_and_checks_every_table_after_every_step(spark, tmp_p
     for r in results:
         assert r["runner_s"] > 0 and r["peers"][DELTA_RS] > 0, r
         assert set(r["peers_skipped"]) == {COLD, DELTA_SPARK, HUDI}
+        # Spark's plain write is the load's scale, and only the load's
+        assert (SPARK_WRITE in r["peers"]) == (r["tpch"]["step"] == "load"), r
     mor_delete = results[6]
     # merge-on-read deletes with deletion vectors; delta-rs' merge rewrites the files
     written = mor_delete["bytes_written"]
