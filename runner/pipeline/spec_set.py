@@ -2,13 +2,13 @@
 they read.
 
 A spec with a `delta` source whose path is another spec's `target.path` runs after it
-(paths compared as resolved: absolute local paths, URLs without a trailing slash), or a
+(paths compared as resolved: absolute local paths, URLs without a trailing slash), or is a
 path the target template of a spec routing topics to tables could give (runner/spec/
 routing.py: `warehouse/{schema}/{table}` gives any `warehouse/<segment>/<segment>`). Two
 specs writing one table (or that could: a template and a path or another template it could
 give), two specs of one name, and specs that read each other's tables in a circle are
-refused, each problem placed in its file as `runner validate` places any
-other. The order is topological, ties broken by name, so it is the same on every run.
+refused, each problem placed in its file as `runner validate` places any other. The order
+is topological, ties broken by name, so it is the same on every run.
 No JVM: `runner validate DIR` checks a set without Spark.
 """
 
