@@ -119,6 +119,9 @@ def main() -> None:
     if args.only == "tpch":
         _tpch(args, warmup)
         return
+    if args.only == "spec-set":  # whole processes only
+        _spec_set(args)
+        return
     from bench.kafka import run_kafka_benchmarks
 
     scale = Scale(args.rows, args.repeats, args.buckets, warmup, frozenset(args.skip_peer))
@@ -174,6 +177,7 @@ def _parser() -> argparse.ArgumentParser:
             "hudi",
             "small",
             "tpch",
+            "spec-set",
         ],
         help="run one group of scenarios (default: all; mor: merge-on-read tables; scd2: a "
         "change feed's history, 1%% of the keys changed; change-feed: target.change_data_feed "
@@ -187,14 +191,16 @@ def _parser() -> argparse.ArgumentParser:
         "Hudi 1.1.1 beside the runner, in a side environment made once; only when asked; "
         "small: small runs as whole processes, stage by stage, beside a bare SparkSession; "
         "tpch: TPC-H's lineitem at --scale and its refresh sets, warm and as whole processes, "
-        "beside delta-rs, delta-spark and Hudi 1.1.1; only when asked)",
+        "beside delta-rs, delta-spark and Hudi 1.1.1; only when asked; spec-set: --set-specs small "
+        "specs as one `runner run DIR` beside a `runner run SPEC` process each, and with "
+        "--parallel 2, whole processes; only when asked)",
     )
     _scenario_options(parser)
     parser.add_argument(
         "--out",
         type=Path,
         help="the results' JSON (default bench/results/write.json; "
-        "--only tpch: bench/results/tpch.json)",
+        "--only tpch: bench/results/tpch.json; --only spec-set: bench/results/spec_set.json)",
     )
     return parser
 
@@ -262,6 +268,16 @@ def _more_scenario_options(parser: argparse.ArgumentParser) -> None:
         default=1.0,
         help="TPC-H scale factor of --only tpch (default 1: 6,000,000 lineitems; 0.01 for a "
         "smoke run)",
+    )
+    parser.add_argument(
+        "--set-specs", type=int, default=20, help="specs in the set of --only spec-set (default 20)"
+    )
+    parser.add_argument(
+        "--set-max-rows",
+        type=int,
+        default=100_000,
+        help="the largest batch of --only spec-set's specs; the smallest is 1,000 rows "
+        "(default 100000)",
     )
     parser.add_argument(
         "--group-bytes",
@@ -393,6 +409,25 @@ def _tpch(args: argparse.Namespace, warmup: bool) -> None:
         "python": platform.python_version(),
     }
     _write(args.out or Path("bench/results/tpch.json"), meta, results)
+
+
+def _spec_set(args: argparse.Namespace) -> None:
+    """--only spec-set: a set of specs as one process beside a process per spec."""
+    from bench.spec_set import render_spec_set, run_spec_set_benchmarks
+
+    with tempfile.TemporaryDirectory(prefix="runner-bench-") as tmp:
+        result = run_spec_set_benchmarks(
+            Path(tmp) / "spec_set", args.set_specs, args.set_max_rows, args.repeats
+        )
+    print(render_spec_set(result))
+    meta = {
+        "specs": args.set_specs,
+        "max_rows": args.set_max_rows,
+        "repeats": args.repeats,
+        "machine": f"{platform.machine()}, {platform.system()}",
+        "python": platform.python_version(),
+    }
+    _write(args.out or Path("bench/results/spec_set.json"), meta, [result])
 
 
 def _write(out: Path, meta: dict, results: list[dict]) -> None:

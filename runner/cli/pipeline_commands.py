@@ -206,11 +206,12 @@ def run(options: RunCommand) -> None:
     set, in one Spark application, one spec after another (--parallel N: up to N at
     once): a spec with a delta source reading another's target runs after it, others in
     order of name. A spec whose target.path names {topic}, or {schema} and {table}, is a
-    set of one table per topic of its kafka source. Each runs as it
-    would alone (its own commit, checkpoints, history, metrics, lineage) on a Spark
-    session of its own. A failed spec does not stop the others (unless --fail-fast);
-    those reading its table are skipped. A table of every spec's outcome ends the
-    output; exit 1 when any failed, 2 when the set is invalid (see `runner validate`).
+    set of one table per topic of its kafka source; a spec reading one of those tables runs
+    after it. Each runs as it would alone (its own commit, checkpoints, history, metrics,
+    lineage) on a Spark session of its own. A failed spec does not stop the others
+    (unless --fail-fast); those reading its table are skipped. A table of every spec's
+    outcome ends the output; exit 1 when any failed, 2 when the set is invalid (see
+    `runner validate`).
     The specs must agree on spark.master and every spark.conf setting but spark.sql.*
     runtime ones, which each spec's session gets on its own; a set that does not is
     refused with the settings named: run those specs apart. --summary-json, --batch-id,

@@ -32,7 +32,7 @@ from runner.observe.record import one_line
 from runner.pipeline.context import Application, RunOptions
 from runner.pipeline.inputs import application_jars
 from runner.pipeline.shared_spark import SharedSpark
-from runner.pipeline.spec_set import Member, SpecSet
+from runner.pipeline.spec_set import Member, SpecSet, upstreams_of
 from runner.sources.kafka import topic_names
 from runner.spec.model import SparkSettings
 from runner.spec.routing import is_routed, route
@@ -89,6 +89,8 @@ class SetRun:
     # each spec's, kept over rounds (their counters add up); metrics on one endpoint
     observers: dict[str, Observer] = field(default_factory=dict, init=False)
     metrics_served: bool = field(default=False, init=False)
+    # this round's, by the name of each spec run: a routed spec's by the topic's table
+    upstreams: dict[str, tuple[str, ...]] = field(default_factory=dict, init=False)
 
     def run(self, on_done: Callable[[SpecOutcome], None]) -> list[SpecOutcome]:
         """Every spec's outcome, in the set's order; `on_done` gets each as it ends."""
@@ -96,6 +98,7 @@ class SetRun:
         specs = tuple(m.spec for m in self.specs.members)
         application = Application(self.name, self._settings(), specs)
         members = self._routed(application)
+        self.upstreams = upstreams_of(members)
         if self.parallel > 1:
             return self._run_at_once(members, application, on_done)
         outcomes: dict[str, SpecOutcome] = {}
@@ -158,11 +161,7 @@ class SetRun:
         """The waiting specs whose upstreams in the set have all ended, in the set's order."""
         busy = {m.name for m in running}
         pending = busy | {m.name for m in waiting}
-        return [
-            m
-            for m in waiting
-            if not any(u in pending for u in self.specs.upstreams.get(m.name, ()))
-        ]
+        return [m for m in waiting if not any(u in pending for u in self.upstreams.get(m.name, ()))]
 
     def _in_pool(self, member: Member, application: Application) -> SpecOutcome:
         """`member`'s run, its Spark jobs in the FAIR pool of its name (a property of the
@@ -190,7 +189,7 @@ class SetRun:
     def _why_skip(self, member: Member, done: dict[str, SpecOutcome]) -> str:
         """Why `member` does not run ('' when it runs): an upstream failed or was skipped,
         or, with fail_fast, a spec failed before it."""
-        for upstream in self.specs.upstreams.get(member.name, ()):
+        for upstream in self.upstreams.get(member.name, ()):
             before = done.get(upstream)
             if before is not None and before.result == "failed":
                 return f"because {upstream} failed"

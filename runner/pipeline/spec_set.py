@@ -2,10 +2,13 @@
 they read.
 
 A spec with a `delta` source whose path is another spec's `target.path` runs after it
-(paths compared as resolved: absolute local paths, URLs without a trailing slash). Two
-specs writing one table, two specs of one name, and specs that read each other's tables in
-a circle are refused, each problem placed in its file as `runner validate` places any
-other. The order is topological, ties broken by name, so it is the same on every run.
+(paths compared as resolved: absolute local paths, URLs without a trailing slash), or is a
+path the target template of a spec routing topics to tables could give (runner/spec/
+routing.py: `warehouse/{schema}/{table}` gives any `warehouse/<segment>/<segment>`). Two
+specs writing one table (or that could: a template and a path or another template it could
+give), two specs of one name, and specs that read each other's tables in a circle are
+refused, each problem placed in its file as `runner validate` places any other. The order
+is topological, ties broken by name, so it is the same on every run.
 No JVM: `runner validate DIR` checks a set without Spark.
 """
 
@@ -24,6 +27,7 @@ from runner.sources.kinds import kind_of
 from runner.spec.loader import check_spec_file
 from runner.spec.located import Path_, dotted, locate
 from runner.spec.model import PipelineSpec
+from runner.spec.routing import could_meet, is_routed, template_pattern
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 
@@ -145,7 +149,7 @@ def load_spec_set(
     problems = _names_problems(members) + _targets_problems(members)
     if problems:
         return None, problems
-    upstreams = _upstreams(members)
+    upstreams = upstreams_of(members)
     order, cycle = _order(members, upstreams)
     if cycle:
         return None, [_cycle_problem(cycle, {m.name: m for m in members})]
@@ -190,30 +194,82 @@ def _names_problems(members: Sequence[Member]) -> list[SpecProblem]:
 
 
 def _targets_problems(members: Sequence[Member]) -> list[SpecProblem]:
+    """Two specs that write one table, or could: a spec that routes topics to tables
+    (runner/spec/routing.py) could write any table its template gives."""
     first: dict[str, Member] = {}
+    routed: list[Member] = []
     problems = []
-    for member in members:
+    for index, member in enumerate(members):
         other = first.setdefault(place(member.spec.target.path), member)
         if other is not member:
-            problems.append(
-                problem_at(
-                    member.file,
-                    ("target", "path"),
-                    f"{other.file} writes this table too; each spec of a set writes a table "
-                    "of its own: run specs that write one table with separate `runner run`s",
-                )
+            message = (
+                f"{other.file} writes this table too; each spec of a set writes a table "
+                "of its own: run specs that write one table with separate `runner run`s"
             )
+        else:
+            earlier = members[:index] if is_routed(member.spec) else routed
+            message = next(filter(None, (_could_share(member, o) for o in earlier)), "")
+        if message:
+            problems.append(problem_at(member.file, ("target", "path"), message))
+        if is_routed(member.spec):
+            routed.append(member)
     return problems
 
 
-def _upstreams(members: Sequence[Member]) -> dict[str, tuple[str, ...]]:
-    """For each spec, the specs whose target one of its delta sources reads (by name)."""
-    writers = {place(m.spec.target.path): m.name for m in members}
+def _could_share(member: Member, other: Member) -> str:
+    """Why `member` and `other`, one of them or both routing topics to tables, could write
+    one table ('' when they cannot)."""
+    mine, theirs = place(member.spec.target.path), place(other.spec.target.path)
+    if is_routed(member.spec) and is_routed(other.spec):
+        if not could_meet(mine, theirs):
+            return ""
+        return (
+            f"{other.file} routes topics to {theirs}, and a topic of each could be routed "
+            "to one table; each spec of a set writes tables of its own: give the templates "
+            "different fixed parts (a directory of each)"
+        )
+    if is_routed(member.spec):
+        if not template_pattern(mine).fullmatch(theirs):
+            return ""
+        return (
+            f"a topic could be routed to {theirs}, the table {other.file} writes; each spec "
+            "of a set writes tables of its own: give the template a fixed part that table's "
+            "path has not (a directory of its own)"
+        )
+    if not template_pattern(theirs).fullmatch(mine):
+        return ""
+    return (
+        f"{other.file} routes topics to {theirs}, which could route a topic to this table; "
+        "each spec of a set writes tables of its own: write this table outside the template's "
+        "directory"
+    )
+
+
+def upstreams_of(members: Sequence[Member]) -> dict[str, tuple[str, ...]]:
+    """For each spec, the specs whose target one of its delta sources reads (by name): a
+    table a routing spec's template could give (`warehouse/{schema}/{table}`: any
+    `warehouse/<segment>/<segment>`) is that spec's."""
+    writers = {place(m.spec.target.path): m.name for m in members if not is_routed(m.spec)}
+    templates = [
+        (template_pattern(place(m.spec.target.path)), m.name) for m in members if is_routed(m.spec)
+    ]
     found = {}
     for member in members:
-        names = {writers[p] for p in _tables_read(member) if p in writers} - {member.name}
-        found[member.name] = tuple(sorted(names))
+        names = set()
+        for path in _tables_read(member):
+            if path in writers:
+                names.add(writers[path])
+            names |= {name for pattern, name in templates if pattern.fullmatch(path)}
+        found[member.name] = tuple(sorted(names - {member.name}))
     return found
+
+
+def _writes(member: Member, path: str) -> bool:
+    """`member` writes the table at `path` (a place), or routes a topic to it."""
+    target = place(member.spec.target.path)
+    if is_routed(member.spec):
+        return template_pattern(target).fullmatch(path) is not None
+    return target == path
 
 
 def _tables_read(member: Member) -> list[str]:
@@ -270,7 +326,7 @@ def _cycle(left: set[str], upstreams: Mapping[str, tuple[str, ...]]) -> list[str
 def _cycle_problem(cycle: list[str], members: Mapping[str, Member]) -> SpecProblem:
     shown = " -> ".join(members[name].file for name in cycle)
     first, second = members[cycle[0]], members[cycle[1]]
-    index = _places_read(second).index(place(first.spec.target.path))
+    index = next(i for i, path in enumerate(_places_read(second)) if _writes(first, path))
     return problem_at(
         second.file,
         ("sources", index, "path"),

@@ -30,6 +30,59 @@ def is_routed(spec: PipelineSpec) -> bool:
     return spec.route_topic is None and bool(path_fields(spec.target.path))
 
 
+def template_pattern(path: str) -> re.Pattern[str]:
+    """The paths a target path template can give: each field the text of one path segment
+    (a topic's name has no `/`), the rest as written."""
+    parts = _FIELD.split(path)  # text, field, text, ...: the fields at odd positions
+    return re.compile(
+        "".join("[^/]+" if i % 2 else re.escape(part) for i, part in enumerate(parts))
+    )
+
+
+def could_meet(first: str, second: str) -> bool:
+    """Whether two target path templates can give one path (each field the text of one
+    path segment): a walk over both at once, character by character."""
+    a, b = _characters(first), _characters(second)
+    seen: set[tuple[int, int]] = set()
+    todo = [(0, 0)]
+    while todo:
+        i, j = todo.pop()
+        if (i, j) in seen:
+            continue
+        seen.add((i, j))
+        if i == len(a) and j == len(b):
+            return True
+        if i < len(a) and a[i] == _MORE:  # the field's text may end here
+            todo.append((i + 1, j))
+        if j < len(b) and b[j] == _MORE:
+            todo.append((i, j + 1))
+        if i < len(a) and j < len(b) and _one_character(a[i], b[j]):
+            todo.append((i + (a[i] != _MORE), j + (b[j] != _MORE)))
+    return False
+
+
+# A field as characters: one, then any more (a literal character is a 1-character string)
+_ONE, _MORE = "<one>", "<more>"
+
+
+def _characters(path: str) -> list[str]:
+    parts = _FIELD.split(path)  # text, field, text, ...: the fields at odd positions
+    return [c for i, part in enumerate(parts) for c in ([_ONE, _MORE] if i % 2 else part)]
+
+
+def _one_character(a: str, b: str) -> bool:
+    """Both give one character that both can be (a field's is any but `/`); not when both
+    are the rest of a field (that step leads nowhere new)."""
+    if a == b == _MORE:
+        return False
+    field_a, field_b = len(a) > 1, len(b) > 1
+    if field_a and field_b:
+        return True
+    if field_a or field_b:
+        return (b if field_a else a) != "/"
+    return a == b
+
+
 def route(spec: PipelineSpec, topic: str) -> PipelineSpec:
     """The spec of one topic's table: the source reads that topic only, the target is the
     path with the topic's fields, the name `<name>.<topic>`."""

@@ -61,16 +61,43 @@ def test_one_spec_writes_a_table_per_topic_and_picks_up_a_new_topic(
     warehouse = tmp_path / "warehouse" / "public"
     assert _rows(warehouse / "customers") == [(1, "ann")]
     assert _rows(warehouse / "orders") == [(7, "order-7")]
+    # a spec reading one topic's table runs after the routing spec, though its name sorts first
+    (tmp_path / "a_contacts.yaml").write_text(yaml.safe_dump(_reads_customers(), sort_keys=False))
+    validated = run_cli("validate", str(tmp_path))
+    assert validated.stdout.splitlines()[-1] == "run order: shop, contacts"
 
     kafka_broker.create_topic(f"{prefix}.public.items")
     kafka_broker.produce(f"{prefix}.public.items", [json.dumps({"id": 3, "name": "pen", "ts": 1})])
     kafka_broker.produce(topics[0], [json.dumps({"id": 1, "name": "anne", "ts": 2})])
-    second = run_cli("run", str(path))
+    second = run_cli("run", str(tmp_path), "--parallel", "2")
     assert second.returncode == 0, second.stderr
-    assert "3 spec(s): 2 committed, 1 nothing new" in second.stdout
+    assert "4 spec(s): 3 committed, 1 nothing new" in second.stdout
     assert re.search(rf"shop\.{topics[1]}\s+nothing new", second.stdout)
     assert _rows(warehouse / "customers") == [(1, "anne")]  # from its own checkpoint on
     assert _rows(warehouse / "items") == [(3, "pen")]
+    assert _rows(tmp_path / "warehouse" / "contacts") == [(1, "anne")]  # after the customers
+
+
+def _reads_customers() -> dict:
+    """A spec reading the table the routing spec writes for the customers' topic."""
+    return {
+        "name": "contacts",
+        "sources": [
+            {
+                "name": "customers",
+                "format": "delta",
+                "path": "warehouse/public/customers",
+                "incremental": {"since": "last", "deletes": "ignore"},
+            }
+        ],
+        "transform": {"sql": "SELECT id, name, ts FROM customers"},
+        "target": {
+            "path": "warehouse/contacts",
+            "record_key": "id",
+            "precombine_field": "ts",
+            "index": {"buckets": 2},
+        },
+    }
 
 
 def test_a_routed_path_names_only_the_routing_fields_and_one_kafka_source(tmp_path):

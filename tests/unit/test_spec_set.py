@@ -15,7 +15,8 @@ from click.testing import CliRunner
 
 from runner.cli.main import cli, run_command
 from runner.pipeline.shared_spark import check_set, shared_spark
-from runner.pipeline.spec_set import find_spec_files, load_spec_set
+from runner.pipeline.spec_set import Member, find_spec_files, load_spec_set, upstreams_of
+from runner.spec.routing import could_meet, route
 from tests.unit.test_validate import _validate_without_jvm
 
 TARGET = {
@@ -230,3 +231,81 @@ def test_every_spec_s_problems_are_reported_and_nothing_runs(specs, tmp_path, mo
     assert "2 of 5 spec(s) invalid" in result.stderr
     assert _exit_code(monkeypatch, "run", str(specs)) == 2
     assert not (tmp_path / "tables").exists()
+
+
+def _routed(directory: Path, file: str, name: str, template: str) -> Path:
+    """A spec in `directory` routing the topics db.* to the tables of `template`."""
+    source = {"name": "events", "format": "kafka", "schema": "id long, ts long"}
+    source |= {"kafka": {"bootstrap_servers": "broker:9092", "topic_pattern": "db\\..*"}}
+    spec = {"name": name, "sources": [source], "target": {"path": template, **TARGET}}
+    path = directory / f"{file}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def test_a_table_a_routed_spec_could_write_is_read_after_it(specs):
+    _routed(specs, "z_cdc", "cdc", "../tables/cdc/{schema}/{table}")
+    _spec(specs, "a_report", "report", reads="cdc/inventory/customers")
+    _spec(specs, "b_other", "other", reads="cdc/inventory")  # a segment short: not cdc's
+    spec_set, problems = load_spec_set(find_spec_files([str(specs)]).files)
+    assert not problems and spec_set is not None
+    assert (spec_set.upstreams["report"], spec_set.upstreams["other"]) == (("cdc",), ())
+    names = [m.name for m in spec_set.members]
+    assert names.index("cdc") < names.index("report")
+    assert spec_set.pick(["report"], [], with_upstream=True).upstreams == {
+        "cdc": (),
+        "report": ("cdc",),
+    }
+    # in a run, the routed spec is a spec per topic: the report reads one topic's table
+    cdc = next(m for m in spec_set.members if m.name == "cdc")
+    topics = [Member(route(cdc.spec, f"db.inventory.{t}"), cdc.file) for t in ("a", "customers")]
+    run = upstreams_of([*topics, *(m for m in spec_set.members if m.name != "cdc")])
+    assert run["report"] == ("cdc.db.inventory.customers",)
+
+
+def test_specs_that_could_write_one_table_through_a_template_are_refused(specs):
+    _routed(specs, "m_cdc", "cdc", "../tables/cdc/{schema}/{table}")
+    _routed(specs, "n_raw", "raw", "../tables/cdc/{topic}/raw")  # cdc/<topic>/raw is cdc's too
+    for file, name, table in (
+        ("o_fixed", "fixed", "cdc/inventory/customers"),
+        ("l_early", "early", "logs/app"),
+    ):
+        spec = _spec(specs, file, name)
+        spec.write_text(spec.read_text().replace(f"tables/{name}", f"tables/{table}"))
+    _routed(specs, "p_logs", "logs", "../tables/logs/{topic}")  # could write logs/app
+    _routed(specs, "q_apart", "apart", "../tables/cdc_{topic}")  # no table of any other
+    spec_set, problems = check_set(find_spec_files([str(specs)]).files)
+    assert spec_set is None
+    tables = specs.parent / "tables"
+    early, cdc = specs / "l_early.yaml", specs / "m_cdc.yaml"
+    assert [str(p) for p in problems] == [
+        f"{specs / 'n_raw.yaml'}:10:9: target.path: {cdc} routes topics to "
+        f"{tables}/cdc/{{schema}}/{{table}}, and a topic of each could be routed to one "
+        "table; each spec of a set writes tables of its own: give the templates different "
+        "fixed parts (a directory of each)",
+        f"{specs / 'o_fixed.yaml'}:9:9: target.path: {cdc} routes topics to "
+        f"{tables}/cdc/{{schema}}/{{table}}, which could route a topic to this table; each "
+        "spec of a set writes tables of its own: write this table outside the template's "
+        "directory",
+        f"{specs / 'p_logs.yaml'}:10:9: target.path: a topic could be routed to "
+        f"{tables}/logs/app, the table {early} writes; each spec of a set writes tables of "
+        "its own: give the template a fixed part that table's path has not (a directory of "
+        "its own)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "meet"),
+    [
+        ("w/{schema}/{table}", "w/{topic}/raw", True),
+        ("w/{schema}/{table}", "w/{topic}", False),  # a field is one segment's text
+        ("w/a_{topic}", "w/{table}_b", True),  # w/a_b, w/a_x_b
+        ("w/a{topic}", "w/b{table}", False),
+        ("w/{topic}x", "w/{topic}", True),
+        ("w/{topic}", "w/{topic}x/y", False),
+        ("s3://b/{topic}", "s3://b/{table}", True),
+    ],
+)
+def test_two_templates_meet_when_one_path_fits_both(first, second, meet):
+    assert could_meet(first, second) is meet
+    assert could_meet(second, first) is meet
