@@ -163,10 +163,17 @@ def _observed(
     dry_run: bool,
 ) -> T:
     """A table action's work, recorded (history, metrics, lineage) with the figures its
-    result gives, unless it is a dry run."""
+    result gives, then the table's catalog entry updated, unless it is a dry run."""
+    from runner.commands.action_registration import registration_line
     from runner.observe.observed import Observer
 
-    return work() if dry_run else Observer(pipeline).service(kind, work, figures)
+    if dry_run:
+        return work()
+    done = Observer(pipeline).service(kind, work, figures)
+    line = registration_line(pipeline) if kind != "clean" else None  # clean keeps the schema
+    if line:
+        click.echo(line, err=True)
+    return done
 
 
 class _Done(Protocol):

@@ -1,6 +1,7 @@
 """target.catalog with AWS Glue (moto's Glue API on 127.0.0.1): the table's entry after a
-run that finds the catalog down, after the next run, after an added column and after a
-widened type, as Athena and Trino read it; `runner sync`; hive refused as not built yet.
+run that finds the catalog down, after the next run, after an added column, after a
+widened type and after a restore, as Athena and Trino read it; `runner sync`; hive refused
+as not built yet.
 
 The runs go through the CLI in-process on the tests' session (tests/cli_in_process.py).
 """
@@ -130,6 +131,12 @@ def test_glue_entry_follows_the_table(tmp_path, spark, monkeypatch, glue):
     assert synced.returncode == 0, synced.stderr
     latest = DeltaTable(str(table)).version()
     assert synced.stdout.startswith(f"glue lake.trips: unchanged, version {latest}, 9 column(s)")
+
+    # a restore to the version before the added column: the entry follows the table back
+    restored = run_cli("restore", str(spec), "--to", str(first + 1), env=env)
+    assert restored.returncode == 0, restored.stderr
+    assert "catalog: glue lake.trips: updated, version" in restored.stderr
+    assert "qty" not in _columns(_entry(glue))
 
 
 def test_hive_is_refused_before_the_run_writes(tmp_path, monkeypatch):
