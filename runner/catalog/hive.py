@@ -10,6 +10,7 @@ metastore holds in its own form is `unchanged`."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -22,6 +23,9 @@ from runner.spec.model import CatalogSpec
 CONNECT_TIMEOUT_MS = 5_000
 READ_TIMEOUT_MS = 20_000
 _ADDRESS = re.compile(r"thrift://([^\s/:]+):([0-9]{1,5})")
+# thrift logs a refused connection itself, on stderr when nothing else handles its logger:
+# the runner says it once, in the registration's warning
+logging.getLogger("thrift.transport.TSocket").addHandler(logging.NullHandler())
 
 
 def sync_hive(catalog: CatalogSpec, entry: TableEntry) -> tuple[Done, bool]:
@@ -156,6 +160,8 @@ def _reason(failure: Exception, uri: str | None) -> str:
     from thrift.transport.TTransport import TTransportException
 
     message = getattr(failure, "message", None) or str(failure) or "no reason given"
+    if isinstance(failure, TTransportException) and failure.type == failure.TIMED_OUT:
+        return f"{uri}: no answer within {READ_TIMEOUT_MS / 1000:g} s"
     if isinstance(failure, OSError | TTransportException):
-        return f"{uri} did not answer: {message}"
+        return f"{uri}: {message}"
     return f"{type(failure).__name__}: {message}".replace("\n", " ")
