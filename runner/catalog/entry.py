@@ -25,14 +25,16 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from deltalake import DeltaTable
 
 from runner.storage.location import local_path
 
+Done = Literal["created", "updated", "unchanged"]  # what a catalog's client did
 PROVIDER = "spark.sql.sources.provider"
 DELTA_PARAMETERS = {PROVIDER: "delta", "table_type": "DELTA", "EXTERNAL": "TRUE"}
+SERDE = "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"  # as delta-spark writes it
 
 _HIVE_TYPES = {
     "long": "bigint",

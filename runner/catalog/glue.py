@@ -4,14 +4,12 @@ the last two)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-from runner.catalog.entry import TableEntry
+from runner.catalog.entry import SERDE, Done, TableEntry
 from runner.errors import CatalogError
 from runner.spec.model import CatalogSpec
 
-Done = Literal["created", "updated", "unchanged"]
-SERDE = "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"  # as delta-spark writes it
 # a catalog that does not answer costs a run seconds, not minutes
 _TIMEOUTS = {
     "connect_timeout": 5,

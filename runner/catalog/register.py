@@ -8,6 +8,7 @@ from typing import Any
 
 from runner.catalog.entry import table_entry
 from runner.catalog.glue import sync_glue
+from runner.catalog.hive import sync_hive
 from runner.delta.snapshot import open_table
 from runner.errors import CatalogError, UserError
 from runner.spec.model import CatalogSpec, Target
@@ -54,15 +55,6 @@ def resolved(catalog: CatalogSpec) -> CatalogSpec:
     return CatalogSpec(**resolve(values, where="target.catalog"))
 
 
-def check_built(target: Target) -> None:
-    """Refuse a catalog type this version cannot register in, before anything is written."""
-    if target.catalog is not None and target.catalog.type == "hive":
-        raise UserError(
-            "target.catalog: type hive (a Hive Metastore) is not built yet; register the "
-            "table in AWS Glue (type: glue) or remove target.catalog"
-        )
-
-
 def register(target: Target) -> Registration:
     """Create or update the target's entry in its catalog from the table's latest version.
     Raises CatalogError when the catalog does not take it, UserError without a table."""
@@ -94,7 +86,6 @@ def register_or_warn(target: Target) -> Registration:
 
 
 def _register(target: Target, catalog: CatalogSpec) -> Registration:
-    check_built(target)
     catalog = resolved(catalog)
     snapshot = open_table(target.path)
     if snapshot is None:
@@ -102,7 +93,8 @@ def _register(target: Target, catalog: CatalogSpec) -> Registration:
             f"no Delta table at {target.path} to register as {catalog.name}; run the pipeline first"
         )
     entry = table_entry(snapshot.table, target.path)
-    done, database_created = sync_glue(catalog, entry)
+    sync = sync_hive if catalog.type == "hive" else sync_glue
+    done, database_created = sync(catalog, entry)
     return Registration(
         catalog,
         done,

@@ -433,8 +433,8 @@ def sync(spec: str, as_json: bool) -> None:
 
     Creates the entry, or updates it when it differs from the table's latest version
     (location, columns, Delta parameters), as a run does after each commit; an entry that
-    is current is left as it is. Credentials come from the environment, as boto3 reads
-    them. Starts no JVM.
+    is current is left as it is. AWS Glue's credentials come from the environment, as boto3
+    reads them; a Hive Metastore is reached at its thrift:// URI. Starts no JVM.
     """
     from runner.catalog import register
     from runner.errors import UserError

@@ -2,11 +2,13 @@
 `hoodie.datasource.meta.sync.enable`, `hoodie.datasource.hive_sync.enable`) with the sync
 tools of `--sync-tool-classes` (`hoodie.meta.sync.client.tool.class`; Hudi's default is
 HiveSyncTool), the names of `hoodie.datasource.hive_sync.database` and `.table` (Hudi's
-HoodieSyncConfig: `default`, and the table's name), and the Glue sync tool's
-`hoodie.aws.glue.region` and `hoodie.aws.glue.endpoint` (Hudi's HoodieAWSConfig).
+HoodieSyncConfig: `default`, and the table's name), the Glue sync tool's
+`hoodie.aws.glue.region` and `hoodie.aws.glue.endpoint` (Hudi's HoodieAWSConfig), and
+HiveSyncTool's `hoodie.datasource.hive_sync.metastore.uris` (Hudi's HiveSyncConfig:
+`thrift://localhost:9083`).
 
-AWS Glue is mapped; a Hive Metastore (target.catalog type hive) is not built yet, so its
-settings are listed as not imported with the section they will become, and the spec runs.
+AWS Glue becomes target.catalog type glue, HiveSyncTool type hive: the runner registers
+through the metastore's Thrift API whatever Hudi's sync mode (hms, jdbc, hiveql) was.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ SYNC_PROPERTY = re.compile(
 )
 _ENABLE = ("hoodie.datasource.meta.sync.enable", "hoodie.datasource.hive_sync.enable")
 _NAME = re.compile(r"^[a-z0-9_]{1,255}$")
+_URIS = "hoodie.datasource.hive_sync.metastore.uris"
+_URI = re.compile(r"^thrift://[^\s/:]+:[0-9]{1,5}$")
 _CREDENTIALS = {
     "hoodie.aws.access.key": "AWS_ACCESS_KEY_ID",
     "hoodie.aws.secret.key": "AWS_SECRET_ACCESS_KEY",
@@ -35,11 +39,17 @@ def catalog_sync(job: Job, table_name: str) -> dict[str, Any] | None:
     """target.catalog from the job's sync settings; None when it syncs to no catalog the
     runner registers in. Every sync setting is noted, mapped or not."""
     tools, turned_on = _tools(job)
-    catalog = _glue(job, table_name) if GLUE_TOOL in tools else None
-    if HIVE_TOOL in tools:
-        _hive_note(job, table_name, glue_too=catalog is not None)
+    catalog = None
+    if GLUE_TOOL in tools:
+        catalog = _glue(job, table_name)
+        if HIVE_TOOL in tools:
+            job.out.skipped.append((HIVE_TOOL, "one catalog per table: AWS Glue's is imported"))
+    elif HIVE_TOOL in tools:
+        catalog = _hive(job, table_name)
     for tool in sorted(tools - {GLUE_TOOL, HIVE_TOOL}):
-        job.out.skipped.append((tool, "no equivalent: target.catalog registers in AWS Glue"))
+        job.out.skipped.append(
+            (tool, "no equivalent: target.catalog registers in AWS Glue or a Hive Metastore")
+        )
     if catalog is not None:
         job.out.mapped.append((turned_on, "target.catalog (registered after each commit)"))
         why = (
@@ -111,24 +121,16 @@ def _glue(job: Job, table_name: str) -> dict[str, Any]:
     return catalog
 
 
-def _hive_note(job: Job, table_name: str, glue_too: bool) -> None:
-    """HiveSyncTool: noted as not imported, with the section it will become."""
-    if glue_too:
-        job.out.skipped.append((HIVE_TOOL, "one catalog per table: AWS Glue's is imported"))
-        return
-    database, table = (
-        job.props.get(f"hoodie.datasource.hive_sync.{s}", d).lower()
-        for s, d in (("database", "default"), ("table", table_name))
-    )
-    uri = job.prop("hoodie.datasource.hive_sync.metastore.uris")
-    section = (
-        f"{{type: hive, uri: {uri[1] if uri else 'thrift://localhost:9083'}, "
-        f"database: {database}, table: {table}}}"
-    )
-    job.out.skipped.append(
-        (
-            HIVE_TOOL,
-            f"a Hive Metastore (target.catalog type hive) is not built yet: the table is read "
-            f"by path; once it is, target.catalog: {section}",
+def _hive(job: Job, table_name: str) -> dict[str, Any]:
+    database, table = _names(job, table_name)
+    job.out.mapped.append((HIVE_TOOL, "target.catalog.type hive"))
+    found = job.prop(_URIS)
+    key, uris = found or (f"(Hudi's default {_URIS})", "thrift://localhost:9083")
+    uri, *others = (u.strip() for u in uris.split(","))
+    if not _URI.match(uri):
+        raise UserError(
+            f"{key}={uris}: the runner registers through one metastore's Thrift URI, "
+            "thrift://host:port; set one with --set"
         )
-    )
+    job.out.mapped.append((key, "target.catalog.uri" + (" (the first URI)" if others else "")))
+    return {"type": "hive", "uri": uri, "database": database, "table": table}

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import structlog
 
 from runner.actions.expand import check_automatic_expansion
-from runner.catalog import check_built
 from runner.delta.directory import check_new_table_location
 from runner.delta.log_entry import check_log_writable
 from runner.delta.snapshot import TableSnapshot, open_table
@@ -31,7 +30,6 @@ def preflight(ctx: RunContext) -> Preflight:
     and the batch id, checked before anything is read or written."""
     target = ctx.target
     check_automatic_expansion(target)
-    check_built(target)
     if target.merger:  # the user's class imports and builds, before Spark starts
         load_merger(target.merger)
     if target.table_type == "MERGE_ON_READ":

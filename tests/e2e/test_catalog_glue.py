@@ -1,7 +1,6 @@
 """target.catalog with AWS Glue (moto's Glue API on 127.0.0.1): the table's entry after a
 run that finds the catalog down, after the next run, after an added column, after a
-widened type and after a restore, as Athena and Trino read it; `runner sync`; hive refused
-as not built yet.
+widened type and after a restore, as Athena and Trino read it; `runner sync`.
 
 The runs go through the CLI in-process on the tests' session (tests/cli_in_process.py).
 """
@@ -137,29 +136,6 @@ def test_glue_entry_follows_the_table(tmp_path, spark, monkeypatch, glue):
     assert restored.returncode == 0, restored.stderr
     assert "catalog: glue lake.trips: updated, version" in restored.stderr
     assert "qty" not in _columns(_entry(glue))
-
-
-def test_hive_is_refused_before_the_run_writes(tmp_path, monkeypatch):
-    no_spark(monkeypatch)
-    spec = write_spec(
-        tmp_path,
-        {
-            **city_target("upsert"),
-            "catalog": {
-                "type": "hive",
-                "uri": "thrift://127.0.0.1:9083",
-                "database": "lake",
-                "table": "t",
-            },
-        },
-    )
-    write_batch(tmp_path, city_rows(range(3), ts=1), DATA)
-    assert run_cli("validate", str(spec)).returncode == 0
-    for command in ("run", "sync"):
-        done = run_cli(command, str(spec))
-        assert done.returncode == 2, done.stderr
-        assert "type hive (a Hive Metastore) is not built yet" in done.stderr
-    assert not (tmp_path / "table").exists()
 
 
 def test_sync_without_a_catalog_or_a_table(tmp_path, glue):

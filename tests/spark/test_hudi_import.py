@@ -50,7 +50,7 @@ def test_a_streamer_job_becomes_a_spec_that_runs_and_keys_as_hudi(spark, tmp_pat
     assert result.exit_code == 0, result.output
     text = out.read_text()
     assert "#   hoodie.streamer.source.dfs.root -> sources[0].path" in text
-    assert "#   hoodie.datasource.hive_sync.database: read by a sync tool" in text
+    assert "#   hoodie.datasource.hive_sync.database -> target.catalog.database" in text
     assert "runner run SPEC --continuous --min-interval 60s" in text
 
     spec = load_spec(out)

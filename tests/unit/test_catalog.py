@@ -1,17 +1,22 @@
-"""The catalog entry's parts that need no catalog: Hive type names, locations, and the run
-history's `catalog` column reaching a history written before it."""
+"""The catalog entry's parts that need no catalog: Hive type names, locations, the run
+history's `catalog` column reaching a history written before it; a Hive Metastore that
+accepts the connection and never answers."""
 
 from __future__ import annotations
 
 import datetime as dt
+import socket
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from runner.catalog import hive
 from runner.catalog.entry import catalog_location, table_entry
+from runner.errors import CatalogError
 from runner.observe import history
 from runner.observe.record import RunRecord
+from runner.spec.model import CatalogSpec
 
 
 def test_columns_get_hive_type_names_and_the_delta_parameters(tmp_path):
@@ -85,3 +90,16 @@ def test_a_history_written_before_the_catalog_column_gets_it(tmp_path):
     )
     assert history.append(path, [record])
     assert [r["catalog"] for r in history.read(path)] == ["glue lake.t: not registered: no answer"]
+
+
+def test_a_metastore_that_does_not_answer_fails_the_registration_instead_of_waiting(
+    tmp_path, monkeypatch
+):
+    write_deltalake(tmp_path / "t", pa.table({"id": pa.array([1], pa.int64())}))
+    entry = table_entry(DeltaTable(tmp_path / "t"), str(tmp_path / "t"))
+    monkeypatch.setattr(hive, "READ_TIMEOUT_MS", 200)
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
+        uri = f"thrift://127.0.0.1:{silent.getsockname()[1]}"
+        catalog = CatalogSpec(type="hive", database="lake", table="t", uri=uri)
+        with pytest.raises(CatalogError, match=f"^{uri}: no answer within 0.2 s$"):
+            hive.sync_hive(catalog, entry)

@@ -60,15 +60,47 @@ def test_the_bundled_example_maps_every_property_or_says_why_not():
     assert mapped["hoodie.streamer.source.dfs.root"].startswith("sources[0].path")
     assert skipped["hoodie.deltastreamer.source.dfs.root"].startswith("hoodie.streamer.source")
     assert skipped["hoodie.upsert.shuffle.parallelism"].startswith("Spark decides")
-    assert skipped["hoodie.datasource.hive_sync.database"].startswith("read by a sync tool")
-    assert (
-        "target.catalog: {type: hive, uri: thrift://localhost:9083, database: lake"
-        in (skipped["org.apache.hudi.hive.HiveSyncTool"])
-    )
-    assert "catalog" not in imported.spec["target"]  # the spec runs: hive is not built yet
+    assert mapped["hoodie.datasource.hive_sync.database"] == "target.catalog.database"
+    assert imported.spec["target"]["catalog"] == {  # HiveSyncTool: Hudi's default tool
+        "type": "hive",
+        "uri": "thrift://localhost:9083",  # Hudi's default metastore
+        "database": "lake",
+        "table": "t",
+    }
     assert "--continuous --min-interval 0s" in skipped["--continuous"]
     assert skipped["hoodie.table.name"].startswith("--target-table wins")
     assert set(props) <= set(mapped) | set(skipped)
+
+
+def test_hive_sync_becomes_target_catalog():
+    props = {
+        "hoodie.datasource.hive_sync.enable": "true",
+        "hoodie.datasource.hive_sync.mode": "hms",
+        "hoodie.datasource.hive_sync.metastore.uris": "thrift://hms-1:9083,thrift://hms-2:9083",
+        "hoodie.datasource.hive_sync.table": "Trips",
+    }
+    imported = _import(props)
+    assert imported.spec["target"]["catalog"] == {
+        "type": "hive",
+        "uri": "thrift://hms-1:9083",
+        "database": "default",  # Hudi's default
+        "table": "trips",
+    }
+    mapped, skipped = dict(imported.mapped), dict(imported.skipped)
+    assert mapped["org.apache.hudi.hive.HiveSyncTool"] == "target.catalog.type hive"
+    assert mapped["hoodie.datasource.hive_sync.metastore.uris"] == (
+        "target.catalog.uri (the first URI)"
+    )
+    assert skipped["hoodie.datasource.hive_sync.mode"].startswith(
+        "the catalog entry is made from the Delta table"
+    )
+    # the old flag adds HiveSyncTool; the Glue tool beside it wins
+    glue = "org.apache.hudi.aws.sync.AwsGlueCatalogSyncTool"
+    both = _import({}, "--enable-hive-sync", "--sync-tool-classes", glue)
+    assert both.spec["target"]["catalog"]["type"] == "glue"
+    assert dict(both.skipped)["org.apache.hudi.hive.HiveSyncTool"].startswith("one catalog")
+    with pytest.raises(UserError, match=r"metastore\.uris=jdbc:hive2://h:10000: the runner"):
+        _import({**props, "hoodie.datasource.hive_sync.metastore.uris": "jdbc:hive2://h:10000"})
 
 
 def test_glue_sync_becomes_target_catalog():
