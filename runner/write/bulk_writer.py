@@ -80,8 +80,10 @@ def bulk_file_id(instant: str, group: Group) -> str:
 
 
 # Rows of the source files read at a time when the job reads them itself (a row group more
-# at most): what a task holds besides its files' buffered rows.
-SOURCE_CHUNK_ROWS = 1_000_000
+# at most): what a task holds besides its files' buffered rows. A million made the Python
+# side of a lineitem load a quarter slower (the system time of fresh allocations: 0.9-2.4 s
+# against 0.2-0.3 s for 3M rows); 250,000 and 500,000 measured alike.
+SOURCE_CHUNK_ROWS = 250_000
 
 
 @dataclass(frozen=True)
