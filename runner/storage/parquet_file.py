@@ -33,15 +33,20 @@ _DICTIONARY_SAMPLE_ROWS = 1_000
 
 def dictionary_columns(schema: pa.Schema, rows: pa.Table) -> list[str]:
     """The top-level columns worth a dictionary in a file that starts with `rows`: those
-    whose sampled values repeat. (pyarrow matches these names against leaf columns: a
-    nested column's leaves get none, as before this choice was made per file.)"""
+    whose sampled values repeat, and dates (a file's days repeat, though its first rows
+    may not show it: TPC-H's three date columns hold 2,526 days, and their dictionaries
+    made a lineitem bucket's file 4 % faster to write and 2-4 % smaller; past 1 MiB of
+    dictionary pyarrow writes plain). (pyarrow matches these names against leaf columns:
+    a nested column's leaves get none, as before this choice was made per file.)"""
     sample = rows.slice(0, _DICTIONARY_SAMPLE_ROWS)
     chosen = []
     for f in schema:
         if f.name in _UNIQUE_COLUMNS or pa.types.is_nested(f.type):
             continue
-        if pa.types.is_null(f.type) or len(pc.unique(sample.column(f.name))) <= max(
-            1, sample.num_rows // 2
+        if (
+            pa.types.is_null(f.type)
+            or pa.types.is_date(f.type)
+            or len(pc.unique(sample.column(f.name))) <= max(1, sample.num_rows // 2)
         ):
             chosen.append(f.name)
     return chosen

@@ -53,7 +53,8 @@ def test_a_bucket_file_is_zstd_parquet_with_delta_statistics(tmp_path):
 
 def test_only_columns_whose_values_repeat_get_a_dictionary(tmp_path):
     """A dictionary of nearly distinct values is as large as the values: such columns (and
-    the always-distinct meta columns) are written plain, repeating ones with a dictionary."""
+    the always-distinct meta columns) are written plain, repeating ones and dates with a
+    dictionary."""
     n = 3000
     rows = pa.table(
         {
@@ -63,6 +64,8 @@ def test_only_columns_whose_values_repeat_get_a_dictionary(tmp_path):
             "city": ["ams", "sf", "nyc"] * (n // 3),
             "status": pa.array([i % 40 for i in range(n)], pa.int32()),
             "tags": [[i % 3] for i in range(n)],  # nested: leaves are not named, so plain
+            # a date: its days repeat over the file, if not in the first 1,000 rows
+            "shipped": pa.array([dt.date(1992, 1, 1) + dt.timedelta(i % 1500) for i in range(n)]),
         }
     )
     out = BucketFile(pafs.LocalFileSystem(), f"{tmp_path}/f.parquet", rows.schema)
@@ -82,6 +85,7 @@ def test_only_columns_whose_values_repeat_get_a_dictionary(tmp_path):
         "city": True,
         "status": True,
         "tags.list.element": False,
+        "shipped": True,
     }
     assert written.read().equals(rows)
 
