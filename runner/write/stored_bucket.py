@@ -143,8 +143,8 @@ class StoredBucket:
         rows = rows[by_key.to_numpy()]
         new = conform(aligned(after, keys), self.task.file_schema)  # as it would be written
         alive = np.ones(len(rows), dtype=bool)
-        files: dict[int, pq.ParquetFile] = {}
-        for name in self._smallest_first(compared_columns(self.task.file_schema)):
+        files: dict[int, pq.ParquetFile] = {}  # opened once, read a column at a time
+        for name in self._smallest_first(files, compared_columns(self.task.file_schema)):
             if not alive.any():
                 break
             old = self._stored_column(files, name, rows[alive])
@@ -152,19 +152,25 @@ class StoredBucket:
             alive[np.flatnonzero(alive)[~same]] = False
         return new.column(RECORD_KEY).filter(pa.array(alive)).combine_chunks()
 
-    def _smallest_first(self, columns: list[str]) -> list[str]:
-        """`columns`, the fewest stored bytes first (the files' footers tell)."""
+    def _smallest_first(self, files: dict[int, pq.ParquetFile], columns: list[str]) -> list[str]:
+        """`columns`, the fewest stored bytes first, as the first file's footer tells."""
         size = dict.fromkeys(columns, 0)
-        for f in self.files[:1]:
-            metadata = pq.ParquetFile(f"{self.task.root}/{f.path}", filesystem=self.task.fs)
-            for group in range(metadata.metadata.num_row_groups):
-                row_group = metadata.metadata.row_group(group)
-                for i in range(row_group.num_columns):
-                    chunk = row_group.column(i)
-                    name = chunk.path_in_schema.split(".")[0]
-                    if name in size:
-                        size[name] += chunk.total_compressed_size
+        footer = self._opened(files, 0).metadata
+        for group in range(footer.num_row_groups):
+            row_group = footer.row_group(group)
+            for i in range(row_group.num_columns):
+                chunk = row_group.column(i)
+                name = chunk.path_in_schema.split(".")[0]  # a nested column's leaves add up
+                if name in size:
+                    size[name] += chunk.total_compressed_size
         return sorted(columns, key=lambda n: size[n])
+
+    def _opened(self, files: dict[int, pq.ParquetFile], index: int) -> pq.ParquetFile:
+        """File `index`, opened (its footer read) once into `files`."""
+        if index not in files:
+            path = f"{self.task.root}/{self.files[index].path}"
+            files[index] = pq.ParquetFile(path, filesystem=self.task.fs)
+        return files[index]
 
     def _stored_column(
         self, files: dict[int, pq.ParquetFile], name: str, rows: np.ndarray
@@ -175,10 +181,7 @@ class StoredBucket:
         parts, where = [], []
         for index in np.unique(self.file_of[rows]):
             mine = np.flatnonzero(self.file_of[rows] == index)
-            if index not in files:
-                path = f"{self.task.root}/{self.files[index].path}"
-                files[index] = pq.ParquetFile(path, filesystem=self.task.fs)
-            parquet = files[index]
+            parquet = self._opened(files, int(index))
             taken = self.positions[rows[mine]]
             if name in parquet.schema_arrow.names:
                 values = parquet.read(columns=[name]).column(name).take(taken)

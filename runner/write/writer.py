@@ -164,11 +164,12 @@ class WriteJob:
         merged = rule.merge(batch, stored)
         before = None  # whole stored rows of the keys the merge drops, once read
         if self.merge.skip_unchanged and merged.counts.get("update"):
+            replaced = stored.dropped(merged.drop_keys)
             if self.change_feed or stored.whole is not None:  # whole rows wanted, or had
-                before = stored.dropped_rows(stored.dropped(merged.drop_keys))
+                before = stored.dropped_rows(replaced)
                 same = unchanged_keys(before, merged.write)
             else:
-                same = stored.unchanged_keys(stored.dropped(merged.drop_keys), merged.write)
+                same = stored.unchanged_keys(replaced, merged.write)
             merged = leave_unchanged(merged, same)
         row = result_row(group, **merged.counts, changed=merged.changed)
         if merged.changed:  # else the stored files stay as they are
