@@ -135,6 +135,8 @@ class WriteFigures:
     table_type: str = "COPY_ON_WRITE"
     buckets_rewritten: int = 0  # MERGE_ON_READ: stored buckets past the thresholds, rewritten
     buckets_with_deletion_vectors: int = 0  # MERGE_ON_READ: buckets whose files got DVs
+    stored_files_searched: int = 0  # stored files the batch's keys were looked for in
+    stored_files_ruled_out: int = 0  # of those, not read: their key filters ruled out every key
 
     @property
     def rows_changed(self) -> int:
@@ -347,6 +349,13 @@ class RunSummary:
                 f"  merge        {w.buckets_with_deletion_vectors} bucket(s) got deletion "
                 f"vectors, {w.buckets_rewritten} rewritten whole (past the "
                 "target.compaction thresholds)"
+            )
+        if w.stored_files_searched:
+            read = w.stored_files_searched - w.stored_files_ruled_out
+            lines.append(
+                f"  keys read    from {read:,} of {w.stored_files_searched:,} stored file(s) "
+                f"the batch's buckets hold; {w.stored_files_ruled_out:,} ruled out by their "
+                "key filters"
             )
         if self.rows_from:
             lines.append(f"  rows from    {self.rows_from}")

@@ -42,6 +42,7 @@ from runner.index.naming import commits_among
 from runner.jvm.session import spark_session
 from runner.progress import Progress
 from runner.spec.model import CompactionSpec, PipelineSpec
+from runner.storage.key_filter import written_for
 from runner.summary import ActionFigures, human_size
 from runner.write.compact_writer import BUCKETS_SCHEMA, CompactJob
 from runner.write.file_groups import FileGroup, file_groups
@@ -212,7 +213,9 @@ def compact_table(
     check_log_writable(snapshot.location, "runner compact")  # before any work
     with Progress.start("compact", spec.name, tty=console_progress):
         spark = spark or spark_session(spec.spark, f"{spec.name}-compact")
-        return run_compaction(spark, snapshot, buckets, summary, target.group_bytes)
+        return run_compaction(
+            spark, snapshot, buckets, summary, target.group_bytes, written_for(target.table_type)
+        )
 
 
 def _count_inputs(summary: CompactSummary, buckets: Sequence[BucketState]) -> None:
@@ -229,9 +232,11 @@ def run_compaction(
     buckets: list[BucketState],
     summary: CompactSummary,
     group_bytes: int | None = None,
+    key_filters: bool = True,
 ) -> CompactSummary:
     """Fold `buckets` in one Spark job and commit them; `group_bytes`: the target size of
-    the file groups their rows are cut into (None: one file per bucket)."""
+    the file groups their rows are cut into (None: one file per bucket); `key_filters`:
+    the new files carry them (runner/storage/key_filter.py)."""
     change = TableChange(snapshot.location, "compaction", spark, shown=snapshot.uri)
     _count_inputs(summary, buckets)
     rows = [b.job_row() for b in buckets]
@@ -239,7 +244,8 @@ def run_compaction(
     frame = spark.createDataFrame(rows, from_arrow_schema(BUCKETS_SCHEMA))
     frame = frame.repartition(max(1, min(len(rows), shuffle)))
     job = CompactJob(
-        snapshot.location, change.instant, snapshot.arrow_schema(), faults.requested(), group_bytes
+        *(snapshot.location, change.instant, snapshot.arrow_schema(), faults.requested()),
+        *(group_bytes, key_filters),
     )
     with change.guarded():
         results = frame.mapInArrow(job, from_arrow_schema(REGROUP_RESULT_SCHEMA)).collect()

@@ -61,6 +61,7 @@ from runner.index.naming import new_file_id
 from runner.jvm.session import spark_session
 from runner.progress import Progress
 from runner.spec.model import PipelineSpec, Target
+from runner.storage.key_filter import written_for
 from runner.storage.location import locate
 from runner.storage.meta_columns import BUCKET
 from runner.summary import ActionFigures, human_size
@@ -184,11 +185,15 @@ def _rewrite_job(
     group_bytes = target.group_bytes
     if plan.policy != "overwrite":
         return RehashJob(
-            snapshot.location, instant, schema, file_ids, fault, group_bytes is not None
+            *(snapshot.location, instant, schema, file_ids, fault, group_bytes is not None),
+            key_filters=written_for(target.table_type),
         )
     rows = sum(f.num_records for f in plan.files)
     per_group = rows_per_group(plan.files, rows, group_bytes)
-    return RegroupJob(snapshot.location, instant, schema, file_ids, fault, per_group)
+    return RegroupJob(
+        *(snapshot.location, instant, schema, file_ids, fault, per_group),
+        key_filters=written_for(target.table_type),
+    )
 
 
 def _rewrite(

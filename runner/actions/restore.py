@@ -275,7 +275,7 @@ def _write_change_file(
     rows = change_rows(without_keys(before, same), without_keys(after, same), schema)
     pp, bucket = group
     relative = f"{CHANGE_DATA_DIR}/{data_file_path(pp, new_file_id(bucket), _WRITE_TOKEN, instant)}"
-    out = BucketFile(fs, f"{root}/{relative}", change_schema(schema))
+    out = BucketFile(fs, f"{root}/{relative}", change_schema(schema), key_filter=False)
     out.write(rows)
     out.metadata[b"runner.change_rows"] = str(rows.num_rows).encode()
     out.close()

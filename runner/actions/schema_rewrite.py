@@ -38,6 +38,7 @@ from runner.delta.transaction import Commit
 from runner.errors import RunnerError
 from runner.index.naming import new_file_id
 from runner.spec.model import Target
+from runner.storage.key_filter import written_for
 from runner.write.regroup_writer import (
     REGROUP_RESULT_SCHEMA,
     RegroupJob,
@@ -143,7 +144,8 @@ def _write(
     per_group = rows_per_group(files, live, target.group_bytes)
     file_ids = {g: new_file_id(g[1]) for g in groups}
     job = RegroupJob(
-        snapshot.location, instant, file_schema, file_ids, faults.requested(), per_group
+        *(snapshot.location, instant, file_schema, file_ids, faults.requested(), per_group),
+        key_filters=written_for(target.table_type),
     )
     results = frame.mapInArrow(job, from_arrow_schema(REGROUP_RESULT_SCHEMA)).collect()
     written = sum(r.num_records for r in results)

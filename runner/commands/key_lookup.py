@@ -32,6 +32,7 @@ from runner.delta.deletion_vectors import keep_mask
 from runner.delta.snapshot import DataFile, TableSnapshot, open_table
 from runner.errors import UserError
 from runner.index.layout import BucketLayout
+from runner.storage.key_filter import footer_filter, key_hashes
 from runner.storage.meta_columns import PARTITION_PATH, RECORD_KEY, RESERVED_PREFIX
 from runner.storage.parquet_file import conform
 
@@ -217,13 +218,16 @@ def _read_file(
     with pq.ParquetFile(f"{root}/{f.path}", filesystem=fs) as parquet:
         meta = parquet.metadata
         groups = [g for g in range(meta.num_row_groups) if _group_may_hold(meta, g, keys)]
+        value_set = arrow_strings(sorted(keys))
+        key_filter = footer_filter(meta.metadata)
+        if key_filter is not None and not key_filter.might_hold(key_hashes(value_set)).any():
+            return [], 0  # the file holds none of them
         if not groups:
             return [], 0
         vector = f.deletion_vector
         keep = keep_mask(fs, root, vector, meta.num_rows) if vector else None
         sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
         starts = np.cumsum([0, *sizes])
-        value_set = arrow_strings(sorted(keys))
         found = []
         for g in groups:
             stored = parquet.read_row_group(g, columns=[RECORD_KEY]).column(0)

@@ -75,6 +75,8 @@ def write_figures(
             {(r.partition_path, r.bucket) for r in changed_rows if r.rewritten} & set(stored)
         ),
         buckets_with_deletion_vectors=sum(1 for r in changed_rows if r.deletion_vectors),
+        stored_files_searched=sum(r.stored_files for r in results),
+        stored_files_ruled_out=sum(r.files_ruled_out for r in results),
     )
     if target.cdc is None:
         return figures

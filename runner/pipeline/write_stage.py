@@ -33,6 +33,7 @@ from runner.pipeline.winners import (
     write_frame,
 )
 from runner.sources.splits import balanced_split_settings
+from runner.storage.key_filter import written_for
 from runner.storage.meta_columns import BUCKET, PARTITION_PATH
 from runner.storage.parquet_rows import ParquetRows
 from runner.write.bucket_write import WriteRequest, bucket_write, written_files
@@ -153,6 +154,7 @@ def write_bulk(
         occupied,
         faults.requested(),
         ParquetRows(source_columns, most_rows=1 << PLACE_BITS) if source_columns else None,
+        key_filters=written_for(ctx.target.table_type),
     )
     frame = bulk_keys(judged) if source_columns else bulk_rows(judged, schema)
     with session_settings(judged.sparkSession, bulk_job_settings(judged, bool(source_columns))):

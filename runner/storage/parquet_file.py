@@ -15,11 +15,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from runner.storage.key_filter import FOOTER_KEY as KEY_FILTER
+from runner.storage.key_filter import KeyFilter, key_hashes
 from runner.storage.meta_columns import COMMIT_SEQNO, RECORD_KEY
 
 # Distinct in every row: a dictionary page would only be built and thrown away.
@@ -172,9 +175,11 @@ ROW_GROUP_BYTES = 64 * 1024 * 1024
 
 class BucketFile:
     """One bucket's new parquet file, opened on the first rows, with running statistics;
-    rows are written in row groups of ROW_GROUP_BYTES, not one per write call."""
+    rows are written in row groups of ROW_GROUP_BYTES, not one per write call. A data file
+    of a MERGE_ON_READ table gets the filter of its record keys in its footer
+    (`key_filter`, runner/storage/key_filter.py); a change data file never does."""
 
-    def __init__(self, fs: pafs.FileSystem, full_path: str, schema: pa.Schema):
+    def __init__(self, fs: pafs.FileSystem, full_path: str, schema: pa.Schema, *, key_filter: bool):
         self.fs = fs
         self.full_path = full_path
         self.schema = schema
@@ -186,11 +191,16 @@ class BucketFile:
         self.pending_bytes = 0
         self.footer: list[pq.FileMetaData] = []  # the writer's, once closed
         self.metadata: dict[bytes, bytes] = {}  # key-value entries for the footer
+        self.key_hashes: list[np.ndarray] | None = (
+            [] if key_filter and RECORD_KEY in schema.names else None
+        )
 
     def write(self, rows: pa.Table) -> None:
         if rows.num_rows == 0:
             return
         self.stats.add(rows)
+        if self.key_hashes is not None:
+            self.key_hashes.append(key_hashes(rows.column(RECORD_KEY)))
         self.pending.append(rows)
         self.pending_bytes += rows.nbytes
         if self.pending_bytes >= ROW_GROUP_BYTES:
@@ -232,6 +242,10 @@ class BucketFile:
         """Finish the file; False when no row was written (and so no file exists), unless
         its footer has entries to keep (runner/write/tombstones.py)."""
         self.flush()
+        if self.key_hashes:  # rows were written
+            hashes = np.concatenate(self.key_hashes)
+            self.metadata[KEY_FILTER] = KeyFilter.of(hashes).encode()
+            self.key_hashes = []
         if self.writer is None and self.metadata:
             self._open(self.schema.empty_table())
         if self.writer is None or self.stream is None:
@@ -269,15 +283,21 @@ class OpenFiles(Generic[FileKey]):
         root: str,
         schema: pa.Schema,
         relative_path: Callable[[FileKey], str],
+        *,
+        key_filters: bool,
     ):
         self.fs, self.root, self.schema = fs, root, schema
+        self.key_filters = key_filters  # runner/storage/key_filter.py
         self.relative_path: Callable[[FileKey], str] = relative_path
         self.open: dict[FileKey, tuple[str, BucketFile]] = {}
 
     def write(self, group: FileKey, rows: pa.Table) -> None:
         if group not in self.open:
             rel = self.relative_path(group)
-            self.open[group] = (rel, BucketFile(self.fs, f"{self.root}/{rel}", self.schema))
+            out = BucketFile(
+                self.fs, f"{self.root}/{rel}", self.schema, key_filter=self.key_filters
+            )
+            self.open[group] = (rel, out)
         self.open[group][1].write(rows)
         buffered = {g: f.pending_bytes for g, (_, f) in self.open.items()}
         while sum(buffered.values()) > TASK_BUFFER_BYTES:

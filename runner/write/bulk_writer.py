@@ -98,12 +98,17 @@ class BulkJob:
     occupied: frozenset[str]  # partition paths of the table that hold data
     fault: str | None = None
     source: ParquetRows | None = None
+    key_filters: bool = False  # the files carry them (runner/storage/key_filter.py)
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         partition, token = task_token()
         fs, root = self.table.filesystem()
         files: OpenFiles[Group] = OpenFiles(
-            fs, root, self.file_schema, lambda g: self._relative(g, token)
+            fs,
+            root,
+            self.file_schema,
+            lambda g: self._relative(g, token),
+            key_filters=self.key_filters,
         )
         seqno = SeqNo(self.instant, partition)
         set_aside: Counter[tuple[str, str | None]] = Counter()

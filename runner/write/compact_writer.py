@@ -53,6 +53,7 @@ class CompactJob:
     file_schema: pa.Schema
     fault: str | None = None
     file_group_bytes: int | None = None  # None: one file per bucket (a change feed's table)
+    key_filters: bool = False  # the files carry them (runner/storage/key_filter.py)
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         _, token = task_token()
@@ -105,7 +106,7 @@ class CompactJob:
         pp, number = bucket["partition_path"], bucket["bucket"]
         file_id = bucket["file_id"] if index == 0 else new_file_id(number)
         rel = data_file_path(pp, file_id, token, self.instant)
-        out = BucketFile(fs, f"{root}/{rel}", self.file_schema)
+        out = BucketFile(fs, f"{root}/{rel}", self.file_schema, key_filter=self.key_filters)
         out.write(rows)
         if index == 0:
             paths = [f["path"] for f in json.loads(bucket["files"])]

@@ -44,6 +44,7 @@ from runner import faults
 from runner.delta.deletion_vectors import DeletionVectorFile
 from runner.delta.snapshot import DataFile, Group
 from runner.index.naming import commits_among, data_file_path, new_file_id
+from runner.storage.key_filter import written_for
 from runner.storage.meta_columns import CHANGE_DATA_DIR, COMMIT_SEQNO, RECORD_KEY
 from runner.storage.parquet_file import BucketFile, conform
 from runner.write import tombstones
@@ -88,7 +89,9 @@ class BucketOutput:
     ):
         self.task, self.group, self.relative = task, group, relative
         self.unit, self.target_bytes = unit, target_bytes  # target None: groups off
-        self.file = BucketFile(task.fs, f"{task.root}/{relative}", task.file_schema)
+        self.file = BucketFile(
+            task.fs, f"{task.root}/{relative}", task.file_schema, key_filter=task.key_filters
+        )
 
     @property
     def sorts(self) -> bool:
@@ -139,7 +142,9 @@ class BucketOutput:
         bucket's tombstones changed): a version with change data files is read from them
         alone, while without any its replaced files would read as deleted and inserted."""
         relative = f"{CHANGE_DATA_DIR}/{self.relative}"
-        out = BucketFile(self.task.fs, f"{self.task.root}/{relative}", changes.schema)
+        out = BucketFile(
+            self.task.fs, f"{self.task.root}/{relative}", changes.schema, key_filter=False
+        )
         out.write(changes)
         # a footer entry: BucketFile writes the file even without rows
         out.metadata[b"runner.change_rows"] = str(changes.num_rows).encode()
@@ -169,7 +174,10 @@ class BucketOutput:
         """A new file group of the bucket, holding `rows`."""
         pp, bucket = self.group
         relative = data_file_path(pp, new_file_id(bucket), self.task.token, self.task.instant)
-        out = BucketFile(self.task.fs, f"{self.task.root}/{relative}", self.task.file_schema)
+        path = f"{self.task.root}/{relative}"
+        out = BucketFile(
+            self.task.fs, path, self.task.file_schema, key_filter=self.task.key_filters
+        )
         out.write(rows)
         out.close()
         return {
@@ -233,7 +241,7 @@ class MergeHandle:
 
     def write(self, out: BucketOutput, merged: Merged) -> dict[str, object]:
         plan = self.files()
-        kept = self.stored.live_rows(~self.dropped, plan.replaced)
+        kept = self.stored.kept_rows(self.dropped, plan.replaced)
         row = {"rewritten": True, **plan.replaced_field(self.stored)}
         if out.sorts:
             return {**row, **out.close_sorted(kept, merged)}
@@ -261,7 +269,7 @@ class AppendHandle:
 
     def write(self, out: BucketOutput, merged: Merged) -> dict[str, object]:
         plan = self.files()
-        out.copy(self.stored.live_rows(~self.dropped, plan.replaced))
+        out.copy(self.stored.kept_rows(self.dropped, plan.replaced))
         row = out.deletion_vectors(self.stored, self.dropped, plan.with_deletion_vectors)
         row.update(plan.replaced_field(self.stored))  # the delta files folded into the new one
         return {**row, **out.close(merged)}
@@ -307,6 +315,7 @@ class CopyOnWriteHandles:
     """A COPY_ON_WRITE table: every changed bucket is rewritten whole."""
 
     name: ClassVar[str] = "copy_on_write"
+    key_filters: ClassVar[bool] = written_for("COPY_ON_WRITE")
 
     def reads_whole(self, files: Sequence[DataFile]) -> bool:
         """Whether a bucket's stored files are read whole at once (small ones only: a
@@ -324,6 +333,7 @@ class MergeOnReadHandles:
 
     limits: DeltaFileLimits
     name: ClassVar[str] = "merge_on_read"
+    key_filters: ClassVar[bool] = written_for("MERGE_ON_READ")
 
     def reads_whole(self, files: Sequence[DataFile]) -> bool:
         """Never: a delta file copies few of the stored rows."""

@@ -68,6 +68,7 @@ class _Outputs:
             root,
             job.file_schema,
             lambda p: data_file_path(p[0], job.file_id(p), token, job.instant),
+            key_filters=job.key_filters,
         )
         self.fs, self.root, self.schema, self.fault = fs, root, job.file_schema, job.fault
         self.closed: set[Part] = set()
@@ -129,6 +130,7 @@ class RehashJob:
     file_ids: dict[Group, str]
     fault: str | None = None
     keep_groups: bool = False  # one new group per old file group and new bucket
+    key_filters: bool = False  # the files carry them (runner/storage/key_filter.py)
     tasks: tuple[tuple[DataFile, ...], ...] = ()
     bitmaps: tuple[tuple[pa.Table, ...], ...] = ()
 
@@ -214,6 +216,7 @@ class RegroupJob:
     file_ids: dict[Group, str]
     fault: str | None = None
     rows_per_group: int | None = None
+    key_filters: bool = False  # the files carry them (runner/storage/key_filter.py)
 
     def file_id(self, part: Part) -> str:
         return _file_id(self.file_ids, self.instant, part)

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from runner.delta.arrow_read import kept_batches
 from runner.delta.deletion_vectors import read_deleted_rows
 from runner.delta.snapshot import DataFile
+from runner.storage.key_filter import footer_filter, key_hashes
 from runner.storage.meta_columns import RECORD_KEY
 from runner.storage.parquet_file import conform
 from runner.write import tombstones
@@ -45,7 +46,9 @@ def small(files: Sequence[DataFile]) -> bool:
 class StoredBucket:
     """The live rows of a bucket's stored files: their key columns (`keys`), each row's
     file (index into `files`) and position in it, and which of them hold a key of the
-    batch (`matched`)."""
+    batch (`matched`). The files in `unread` hold none of the batch's keys, as their key
+    filters say (runner/storage/key_filter.py): their keys were not read, and every live
+    row of theirs is an unmatched one."""
 
     task: WriteTask
     files: list[DataFile]
@@ -55,6 +58,7 @@ class StoredBucket:
     deleted: list[np.ndarray]  # per file, the positions its current DV deletes
     whole: list[pa.Table] | None  # per file, every row and column, if read whole
     matched: np.ndarray  # mask over keys: the row's key is in the batch
+    unread: frozenset[int] = frozenset()
 
     @classmethod
     def read(
@@ -66,20 +70,27 @@ class StoredBucket:
         batch_keys: pa.ChunkedArray,
     ) -> StoredBucket:
         """The `columns` of the live rows of `files` (every column too, when `whole`), and
-        which of them hold one of `batch_keys`: one hash lookup per stored key."""
-        tables, file_of, positions, deleted = [], [], [], []
+        which of them hold one of `batch_keys`: one hash lookup per stored key. A file
+        whose key filter rules out every one of `batch_keys` is not read (a bucket read
+        whole is: its rows are rewritten anyway)."""
+        tables, file_of, positions, deleted, unread = [], [], [], [], []
         key_schema = pa.schema([task.file_schema.field(c) for c in columns])
         read_whole: list[pa.Table] | None = [] if whole else None
+        probes = None if whole else key_hashes(batch_keys)
         for index, f in enumerate(files):
             parquet = pq.ParquetFile(f"{task.root}/{f.path}", filesystem=task.fs)
-            table = parquet.read() if read_whole is not None else parquet.read(columns=columns)
-            if read_whole is not None:
-                read_whole.append(table)
             gone = (
                 read_deleted_rows(task.fs, task.root, f.deletion_vector)
                 if f.deletion_vector
                 else np.empty(0, np.uint64)
             )
+            deleted.append(gone)
+            if probes is not None and _ruled_out(parquet, probes):
+                unread.append(index)
+                continue
+            table = parquet.read() if read_whole is not None else parquet.read(columns=columns)
+            if read_whole is not None:
+                read_whole.append(table)
             where = np.arange(table.num_rows, dtype=np.int64)
             if len(gone):
                 live = np.ones(table.num_rows, dtype=bool)
@@ -89,23 +100,16 @@ class StoredBucket:
             tables.append(conform(table.select(columns), key_schema))
             file_of.append(np.full(len(where), index, dtype=np.int32))
             positions.append(where)
-            deleted.append(gone)
-        if not tables:
+        if tables:
+            keys = pa.concat_tables(tables)
+            matched = pc.is_in(keys.column(RECORD_KEY), value_set=batch_keys)
+            found = matched.to_numpy(zero_copy_only=False)
+            where_from = np.concatenate(file_of), np.concatenate(positions)
+        else:
             keys = task.file_schema.empty_table().select(columns)
-            no_rows = np.empty(0, np.int32), np.empty(0, np.int64)
-            return cls(task, files, keys, *no_rows, [], None, np.zeros(0, dtype=bool))
-        keys = pa.concat_tables(tables)
-        matched = pc.is_in(keys.column(RECORD_KEY), value_set=batch_keys)
-        return cls(
-            task,
-            files,
-            keys,
-            np.concatenate(file_of),
-            np.concatenate(positions),
-            deleted,
-            read_whole,
-            matched.to_numpy(zero_copy_only=False),
-        )
+            found = np.zeros(0, dtype=bool)
+            where_from = np.empty(0, np.int32), np.empty(0, np.int64)
+        return cls(task, files, keys, *where_from, deleted, read_whole, found, frozenset(unread))
 
     @cached_property
     def matched_rows(self) -> np.ndarray:
@@ -223,19 +227,38 @@ class StoredBucket:
         now = self.positions[(self.file_of == index) & dropped]
         return np.union1d(self.deleted[index], now.astype(np.uint64))
 
-    def live_rows(self, chosen: np.ndarray, files: Iterable[int]) -> Iterator[pa.Table]:
+    def kept_rows(self, dropped: np.ndarray, files: Iterable[int]) -> Iterator[pa.Table]:
+        """Whole rows of the files at `files` that stay: every live row but those `dropped`
+        (a mask over `keys`) picks; every live row of an unread file."""
+        return self.live_rows(~dropped, files, unread_kept=True)
+
+    def live_rows(
+        self, chosen: np.ndarray, files: Iterable[int], unread_kept: bool = False
+    ) -> Iterator[pa.Table]:
         """Whole rows, every column, of the files at `files`: the live rows `chosen` (a mask
         over `keys`) picks, from memory when the bucket was read whole, else row group by
-        row group."""
+        row group. An unread file's rows are not in `keys`: all of its live rows are taken
+        when `unread_kept`, none otherwise (no row of the batch's keys is among them)."""
         for index in files:
-            mine = self.file_of == index
-            if not chosen[mine].any():
+            if index in self.unread:
+                keep = np.full(self.files[index].num_records, unread_kept, dtype=bool)
+                keep[self.deleted[index].astype(np.int64)] = False
+            else:
+                mine = self.file_of == index
+                keep = np.zeros(self.files[index].num_records, dtype=bool)
+                keep[self.positions[mine]] = chosen[mine]
+            if not keep.any():
                 continue
-            keep = np.zeros(self.files[index].num_records, dtype=bool)
-            keep[self.positions[mine]] = chosen[mine]
             if self.whole is not None:
                 yield conform(self.whole[index].filter(pa.array(keep)), self.task.file_schema)
                 continue
             path = f"{self.task.root}/{self.files[index].path}"
             parquet = pq.ParquetFile(path, filesystem=self.task.fs)
             yield from kept_batches(parquet, keep, self.task.file_schema)
+
+
+def _ruled_out(parquet: pq.ParquetFile, probes: np.ndarray) -> bool:
+    """Whether the file's key filter says it holds none of the keys hashed as `probes`
+    (a file written without one may hold any)."""
+    found = footer_filter(parquet.metadata.metadata)
+    return found is not None and not found.might_hold(probes).any()

@@ -73,3 +73,4 @@ class WriteTask:
     token: str
     seqno: SeqNo
     fault: str = ""
+    key_filters: bool = False  # its data files carry them (runner/storage/key_filter.py)

@@ -69,6 +69,10 @@ RESULT_SCHEMA = pa.schema(
         pa.field("more_files", pa.string()),
         pa.field("cdc_path", pa.string()),  # the change data file written, if any
         pa.field("cdc_size", pa.int64()),
+        # the stored files the write looked for its keys in, and those of them whose key
+        # filters ruled every key out (their keys not read: runner/storage/key_filter.py)
+        pa.field("stored_files", pa.int64()),
+        pa.field("files_ruled_out", pa.int64()),
         *[pa.field(a, pa.int64()) for a in COUNTED_ACTIONS],
     ]
 )
@@ -93,6 +97,8 @@ def result_row(group: Group | None, **values: object) -> dict[str, object]:
         "more_files": None,
         "cdc_path": None,
         "cdc_size": 0,
+        "stored_files": 0,
+        "files_ruled_out": 0,
         **dict.fromkeys(COUNTED_ACTIONS, 0),
         **values,
     }
@@ -122,7 +128,10 @@ class WriteJob:
         partition, token = task_token()
         fs, root = self.table.filesystem()
         seqno = SeqNo(self.instant, partition)
-        task = WriteTask(fs, root, self.file_schema, self.instant, token, seqno, self.fault or "")
+        task = WriteTask(
+            *(fs, root, self.file_schema, self.instant, token, seqno, self.fault or ""),
+            key_filters=self.handles.key_filters,
+        )
         rule = merge_rule(self.merge, self.file_schema, self.instant)
         for batch in _buckets(batches):
             rows = [self._write_group(task, rule, part, unit) for part, unit in self._units(batch)]
@@ -171,7 +180,13 @@ class WriteJob:
             else:
                 same = stored.unchanged_keys(replaced, merged.write)
             merged = leave_unchanged(merged, same)
-        row = result_row(group, **merged.counts, changed=merged.changed)
+        row = result_row(
+            group,
+            **merged.counts,
+            changed=merged.changed,
+            stored_files=len(files),
+            files_ruled_out=len(stored.unread),
+        )
         if merged.changed:  # else the stored files stay as they are
             dropped = stored.dropped(merged.drop_keys)
             handle = self.handles.handle_for(stored, dropped)

@@ -177,6 +177,19 @@ def test_small_delta_files_are_folded_into_the_next_one(spark, tmp_path):
     via_polars = pl.read_delta(str(tmp_path / "table")).to_pandas().set_index("id")
     assert len(via_polars) == 12000 and via_polars.loc[6, "ts"] == 3
 
+    # new keys only: both files' key filters rule them out, so neither file's keys are
+    # read, and the folded delta file's rows are copied whole into the new one
+    third = _upsert(spark, tmp_path, spec, city_rows([20000, 20002], 4))
+    assert (third.inserted, third.stored_files_searched, third.stored_files_ruled_out) == (2, 2, 2)
+    assert "2 ruled out by their key filters" in third.render()
+    sf = open_table(str(tmp_path / "table")).files_by_group()[("sf", 0)]
+    (delta,) = [f for f in sf if f.path not in base]
+    assert sorted(pl.read_parquet(str(tmp_path / "table" / delta.path))["id"]) == [
+        *(6, 8, 10, 20000, 20002)
+    ]
+    content = city_content(tmp_path / "table").set_index("id")
+    assert len(content) == 12002 and (content.loc[6, "ts"], content.loc[20000, "ts"]) == (3, 4)
+
 
 def test_compaction_folds_each_bucket_into_one_sorted_file(spark, tmp_path, table):
     for ts, ids in ((2, [1, 2, 3, 4]), (3, [3, 4, 500, 501])):

@@ -6,6 +6,7 @@ import random
 
 import pandas as pd
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
 from runner.delta.spark_read import read_table as spark_read_table
@@ -275,7 +276,13 @@ def test_non_partitioned_table_keeps_files_at_the_root(spark, tmp_path, table_ty
         "id:2,kind:a",
         "id:3,kind:b",
     ]
-    assert all(p.parent == tmp_path / "table" for p in (tmp_path / "table").rglob("*.parquet"))
+    files = list((tmp_path / "table").rglob("*.parquet"))
+    assert all(p.parent == tmp_path / "table" for p in files)
+    # the key filters: in every data file of a merge-on-read table, in none of a copy-on-write
+    # one (its rewrites read whole files)
+    footers = [pq.read_metadata(p).metadata or {} for p in files]
+    with_filter = [b"runner.key_filter" in f for f in footers]
+    assert with_filter == [table_type == "MERGE_ON_READ"] * len(files)
 
 
 @pytest.mark.parametrize(

@@ -106,7 +106,7 @@ def test_tombstones_travel_in_the_footer_and_expire(tmp_path):
     remembered = pa.table(
         {RECORD_KEY: ["a", "b"], "sequence": [4, 9], "deleted_at": ["20261101000000000", NOW]}
     ).cast(tombstones.schema(pa.int64()))
-    out = BucketFile(fs, f"{tmp_path}/f.parquet", SCD1)
+    out = BucketFile(fs, f"{tmp_path}/f.parquet", SCD1, key_filter=True)
     tombstones.attach(out, tombstones.encode(remembered), ("", 0))
     assert out.close()  # no row, and still a file
     assert pq.read_table(tmp_path / "f.parquet").num_rows == 0

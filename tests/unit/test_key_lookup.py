@@ -97,7 +97,7 @@ GROUPS, ROW_GROUPS = 5, 4  # file groups per bucket, row groups per file
 def _file(root: str, partition: str, bucket: int, keys: list[str], drop_key_stats=False):
     """One sorted file of a bucket, ROW_GROUPS row groups, with its Delta statistics."""
     path = data_file_path(partition, new_file_id(bucket), "0-0-0", new_instant())
-    out = BucketFile(pafs.LocalFileSystem(), f"{root}/{path}", SCHEMA)
+    out = BucketFile(pafs.LocalFileSystem(), f"{root}/{path}", SCHEMA, key_filter=True)
     step = -(-len(keys) // ROW_GROUPS)
     for start in range(0, len(keys), step):
         part = keys[start : start + step]

@@ -288,7 +288,7 @@ def runner_table(path: Path, rows: dict[tuple[str, int], int], layout: BucketLay
     added = []
     for (partition, bucket), n in rows.items():
         relative = data_file_path(partition, new_file_id(bucket), "0-0-0", "20260301120000000")
-        out = BucketFile(pafs.LocalFileSystem(), f"{path}/{relative}", schema)
+        out = BucketFile(pafs.LocalFileSystem(), f"{path}/{relative}", schema, key_filter=True)
         keys = [f"{partition}-{bucket}-{i}" for i in range(n)]
         columns = {
             "_commit_time": ["20260301120000000"] * n,

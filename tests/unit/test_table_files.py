@@ -30,7 +30,7 @@ def test_a_bucket_file_is_zstd_parquet_with_delta_statistics(tmp_path):
         ]
     )
     moments = [dt.datetime(2026, 1, 1, 0, 0, 0, 1500, tzinfo=dt.UTC), None]
-    out = BucketFile(pafs.LocalFileSystem(), f"{tmp_path}/p=1/f.parquet", schema)
+    out = BucketFile(pafs.LocalFileSystem(), f"{tmp_path}/p=1/f.parquet", schema, key_filter=True)
     out.write(pa.table({"_record_key": ["c"], "n": [-7], "x": [0.5], "at": [None]}, schema=schema))
     out.write(pa.table({"_record_key": ["b", "a"], "n": [3, None], "x": [1.5, float("nan")],
                         "at": moments}, schema=schema))  # fmt: skip
@@ -68,7 +68,7 @@ def test_only_columns_whose_values_repeat_get_a_dictionary(tmp_path):
             "shipped": pa.array([dt.date(1992, 1, 1) + dt.timedelta(i % 1500) for i in range(n)]),
         }
     )
-    out = BucketFile(pafs.LocalFileSystem(), f"{tmp_path}/f.parquet", rows.schema)
+    out = BucketFile(pafs.LocalFileSystem(), f"{tmp_path}/f.parquet", rows.schema, key_filter=True)
     out.write(rows)
     assert out.close()
 
@@ -92,7 +92,7 @@ def test_only_columns_whose_values_repeat_get_a_dictionary(tmp_path):
 
 def test_string_bounds_follow_byte_order_and_are_left_out_when_unknown(tmp_path):
     schema = pa.schema([("s", pa.string()), ("long", pa.string()), ("empty", pa.string())])
-    out = BucketFile(pafs.LocalFileSystem(), f"{tmp_path}/f.parquet", schema)
+    out = BucketFile(pafs.LocalFileSystem(), f"{tmp_path}/f.parquet", schema, key_filter=True)
     out.write(pa.table({"s": ["é", "z"], "long": ["a", "x" * 5000], "empty": [None, None]},
                        schema=schema))  # fmt: skip
     assert out.close()
@@ -105,7 +105,12 @@ def test_string_bounds_follow_byte_order_and_are_left_out_when_unknown(tmp_path)
 
 
 def test_a_bucket_file_with_no_rows_is_never_created(tmp_path):
-    out = BucketFile(pafs.LocalFileSystem(), f"{tmp_path}/f.parquet", pa.schema([("a", pa.int8())]))
+    out = BucketFile(
+        pafs.LocalFileSystem(),
+        f"{tmp_path}/f.parquet",
+        pa.schema([("a", pa.int8())]),
+        key_filter=True,
+    )
     assert not out.close() and not (tmp_path / "f.parquet").exists()
 
 
@@ -159,7 +164,9 @@ def test_new_files_checkpoint_takes_each_file_once(tmp_path):
 def test_a_tasks_open_files_keep_their_buffered_rows_under_the_budget(tmp_path, monkeypatch):
     monkeypatch.setattr(parquet_file, "TASK_BUFFER_BYTES", 40_000)
     schema = pa.schema([("_record_key", pa.string()), ("n", pa.int64())])
-    files = OpenFiles(pafs.LocalFileSystem(), str(tmp_path), schema, lambda g: f"{g[1]}.parquet")
+    files = OpenFiles(
+        pafs.LocalFileSystem(), str(tmp_path), schema, lambda g: f"{g[1]}.parquet", key_filters=True
+    )
     for round_ in range(10):
         for bucket in range(4):
             n = range(round_ * 1000, round_ * 1000 + 1000)
