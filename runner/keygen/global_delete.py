@@ -13,4 +13,4 @@ from runner.keygen.common import complex_record_key
 class GlobalDeleteKeyGenerator(KeyGenerator):
     def columns(self, schema: StructType) -> KeyColumns:
         key, error = complex_record_key(self.spec.record_key, self.strings(schema))
-        return KeyColumns(key, F.lit(""), error)
+        return KeyColumns(key, F.lit(""), error, unpartitioned=True)

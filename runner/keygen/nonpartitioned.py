@@ -16,4 +16,4 @@ class NonPartitionedKeyGenerator(KeyGenerator):
             key, error = simple_record_key(fields[0], strings)
         else:
             key, error = complex_record_key(fields, strings)
-        return KeyColumns(key, F.lit(""), error)
+        return KeyColumns(key, F.lit(""), error, unpartitioned=True)

@@ -32,7 +32,9 @@ def add_key_columns(df: DataFrame, target: Target, layout: BucketLayout | None =
     check_fields(df.schema, generator.input_fields(), "key generator")
     check_fields(df.schema, target.index.hash_fields, "index hash")
     cols = generator.columns(df.schema)
-    error = F.coalesce(cols.error, unsafe_partition_path(cols.partition_path))
+    error = cols.error
+    if not cols.unpartitioned:
+        error = F.coalesce(cols.error, unsafe_partition_path(cols.partition_path))
     layout = layout or BucketLayout(target.index.buckets)
     strings = generator.strings(df.schema)  # the hash reads the key's text of each field
     bucket = layout_bucket_column(target.index.hash_fields, layout, cols.partition_path, strings)
