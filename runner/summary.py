@@ -350,7 +350,7 @@ class RunSummary:
                 f"vectors, {w.buckets_rewritten} rewritten whole (past the "
                 "target.compaction thresholds)"
             )
-        if w.stored_files_searched:
+        if w.table_type == "MERGE_ON_READ" and w.stored_files_searched:  # its files have filters
             read = w.stored_files_searched - w.stored_files_ruled_out
             lines.append(
                 f"  keys read    from {read:,} of {w.stored_files_searched:,} stored file(s) "
