@@ -218,12 +218,12 @@ def _read_file(
     with pq.ParquetFile(f"{root}/{f.path}", filesystem=fs) as parquet:
         meta = parquet.metadata
         groups = [g for g in range(meta.num_row_groups) if _group_may_hold(meta, g, keys)]
+        if not groups:
+            return [], 0
         value_set = arrow_strings(sorted(keys))
         key_filter = footer_filter(meta.metadata)
         if key_filter is not None and not key_filter.might_hold(key_hashes(value_set)).any():
             return [], 0  # the file holds none of them
-        if not groups:
-            return [], 0
         vector = f.deletion_vector
         keep = keep_mask(fs, root, vector, meta.num_rows) if vector else None
         sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]

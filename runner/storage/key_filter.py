@@ -7,8 +7,8 @@ every stored file of every bucket it touches only to learn that the keys are new
 RF1 at scale factor 1: 6,000 new lineitems, 0.3 s of keys read from 6M stored rows). With
 the filter, a file none of the batch's keys can be in is not read (runner/write/
 stored_bucket.py). Filters never say no to a key the file holds; they say yes to an
-absent key with a probability of about 1e-4 (20 bits and 8 probes per key), so a file is
-skipped for 375 probes ~96 % of the time.
+absent key with a probability of about 1.4e-4 (20 bits and 8 probes per key), so a file
+is skipped for 375 probes ~95 % of the time.
 
 Hashes are the runner's own (no Parquet-standard xxHash64 here, and no reader but the
 runner asks): 64 bits from each key's UTF-8 bytes, taken 8 bytes at a time.
@@ -35,7 +35,6 @@ _MAX_BITS = 2**32  # positions are reduced from 32-bit values (a file of 200M ke
 
 _U64 = np.uint64
 _SEED_1 = _U64(0x5BD1E9955BD1E995)
-_SEED_2 = _U64(0x27D4EB2F165667C5)
 _MULTIPLIER = _U64(0x9E3779B97F4A7C15)  # 2**64 / the golden ratio, odd
 
 

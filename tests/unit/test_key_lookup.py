@@ -165,6 +165,17 @@ def test_a_key_opens_one_file_per_partition_and_reads_one_row_group(grouped):
     )
 
 
+def test_a_key_inside_a_files_range_but_not_in_it_reads_no_row_group(grouped):
+    # between two stored keys of one bucket, inside one row group's range: the statistics
+    # open the file and would read that row group; the file's key filter rules it out
+    first = bucket_of((KEYS[0],), 2)
+    mine = [k for k in KEYS if bucket_of((k,), 2) == first]
+    absent = next(f"{k}a" for k in mine[1:-1] if bucket_of((f"{k}a",), 2) == first)
+    found = lookup_keys(grouped, [absent])
+    assert found.missing == (absent,) and found.opened["p=a"] == 1
+    assert found.row_groups_read == 0
+
+
 def test_many_keys_return_their_rows_in_the_order_asked(grouped):
     keys = [KEYS[399], "nope", KEYS[7], KEYS[200]]
     found = lookup_keys(grouped, keys)
