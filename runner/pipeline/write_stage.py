@@ -163,10 +163,10 @@ def write_bulk(
 
 def bulk_job_settings(judged: DataFrame, keys_only: bool) -> dict[str, str]:
     """The Spark settings of a bulk load's one job: its input in equal tasks, a multiple of
-    the cores (runner/sources/splits.py); for a stream of keys alone, Arrow batches bounded
-    by their rows only."""
+    the cores (runner/sources/splits.py), large ones for a stream of keys alone, and its
+    Arrow batches then bounded by their rows only."""
     spark = judged.sparkSession
-    settings = balanced_split_settings(spark, judged)
+    settings = balanced_split_settings(spark, judged, streamed=keys_only)
     if not keys_only:
         return settings
     rows = int(spark.conf.get(ARROW_BATCH_ROWS_SETTING) or 0)

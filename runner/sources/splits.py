@@ -7,6 +7,12 @@ does not fit. Twenty files of 13 MB on 2 cores so make tasks of 7, 7 and 6 files
 runs alone while a core idles, and a bulk load's tasks (keys in Spark, rows written in
 Python) are all its work. Here the same packing is given a task size that comes out at a
 multiple of the cores (docs/performance.md, "bulk_insert against Spark's writer").
+
+A task may hold more than `maxPartitionBytes`, up to BULK_TASK_BYTES: every task of a load
+writes a base file into each bucket its rows touch, so tasks beyond the cores' one wave add
+files, not speed. At TPC-H's scale factor 10 (2.1 GB, 160 buckets, 2 cores) 128 MiB tasks
+left 20 files of 0.7 MB in every bucket; a delete then gave 3,200 files a deletion vector,
+which delta-rs 1.6.6 could not read (docs/performance.md, "TPC-H refresh sets").
 """
 
 from __future__ import annotations
@@ -21,14 +27,23 @@ from runner.storage.location import local_path
 
 MAX_PARTITION_BYTES = "spark.sql.files.maxPartitionBytes"
 MIN_PARTITION_NUM = "spark.sql.files.minPartitionNum"
+# The most input bytes a bulk load's task reads when it streams its rows to the writers
+# (their buffers bounded by parquet_file.TASK_BUFFER_BYTES): a larger task costs no memory,
+# only the time a failed task takes to run again. Rows that Spark sorts first keep Spark's
+# task size (a larger sort spills).
+BULK_TASK_BYTES = 4 * 2**30
 
 
-def balanced_split_settings(spark: SparkSession, frame: DataFrame) -> dict[str, str]:
+def balanced_split_settings(
+    spark: SparkSession, frame: DataFrame, *, streamed: bool
+) -> dict[str, str]:
     """Spark settings under which `frame`'s input files make equal tasks, a multiple of the
-    cores in number; none when the spec chose the task size itself (either setting), when
-    the files are not local (an object store's sizes would cost a listing), when one is
-    gone, or when it reads none. Every listed file counts, also those a filter on partition
-    columns leaves unread (the tasks then come out smaller, never fewer than Spark's)."""
+    cores in number, each at most Spark's task size, or BULK_TASK_BYTES when the tasks
+    stream their rows to the writers (`streamed`: not through a sort in Spark); none when
+    the spec chose the task size itself (either setting), when the files are not local (an
+    object store's sizes would cost a listing), when one is gone, or when it reads none.
+    Every listed file counts, also those a filter on partition columns leaves unread (the
+    tasks then come out smaller, never fewer than Spark's)."""
     if any(
         spark.conf.get(key, None) is not None for key in (MAX_PARTITION_BYTES, MIN_PARTITION_NUM)
     ):
@@ -44,7 +59,7 @@ def balanced_split_settings(spark: SparkSession, frame: DataFrame) -> dict[str, 
     return split_settings(
         sizes,
         spark.sparkContext.defaultParallelism,
-        int(conf.filesMaxPartitionBytes()),
+        max(int(conf.filesMaxPartitionBytes()), BULK_TASK_BYTES if streamed else 0),
         int(conf.filesOpenCostInBytes()),
     )
 

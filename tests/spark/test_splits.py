@@ -13,7 +13,12 @@ from runner.delta.snapshot import open_table
 from runner.index.naming import parse_data_file_name
 from runner.jvm.session import session_settings
 from runner.pipeline.run import run_pipeline
-from runner.sources.splits import MAX_PARTITION_BYTES, balanced_split_settings, split_settings
+from runner.sources.splits import (
+    BULK_TASK_BYTES,
+    MAX_PARTITION_BYTES,
+    balanced_split_settings,
+    split_settings,
+)
 from runner.spec import load_spec
 from tests.helpers import city_rows, city_target, write_spec
 
@@ -44,7 +49,7 @@ def test_equal_files_make_one_equal_task_per_core_where_spark_leaves_a_task_alon
         with session_settings(spark, {"spark.sql.files.openCostInBytes": open_cost}):
             if open_cost == "0":
                 assert len(_rows_per_task(frame)) % cores != 0
-            with session_settings(spark, balanced_split_settings(spark, frame)):
+            with session_settings(spark, balanced_split_settings(spark, frame, streamed=False)):
                 assert _rows_per_task(frame) == even, open_cost
 
 
@@ -52,7 +57,7 @@ def test_a_spec_that_sets_the_task_size_keeps_it(spark, tmp_path):
     _equal_files(tmp_path / "in")
     frame = spark.read.parquet(str(tmp_path / "in"))
     with session_settings(spark, {MAX_PARTITION_BYTES: "1048576"}):
-        assert balanced_split_settings(spark, frame) == {}
+        assert balanced_split_settings(spark, frame, streamed=False) == {}
 
 
 def test_a_bulk_load_writes_a_buckets_file_per_core_not_per_spark_split(spark, tmp_path):
@@ -80,3 +85,15 @@ def test_task_sizes_for_large_small_and_many_files():
     one = split_settings([1024 * mib], cores=8, max_task_bytes=128 * mib, open_cost=4 * mib)
     assert int(one[MAX_PARTITION_BYTES]) == 128 * mib + mib // 2
     assert split_settings([], cores=2, max_task_bytes=128 * mib, open_cost=0) == {}
+
+
+def test_a_streamed_load_of_gigabytes_makes_one_task_per_core_not_one_per_128_mib():
+    """TPC-H SF10's 20 source files of ~105 MiB: one wave of 2 tasks of 10 files, so each
+    bucket gets 2 base files, where Spark's task size made 20 tasks (and 20 files a bucket)."""
+    mib = 2**20
+    sizes = [105 * mib] * 20
+    spark_size = split_settings(sizes, cores=2, max_task_bytes=128 * mib, open_cost=4 * mib)
+    assert int(spark_size[MAX_PARTITION_BYTES]) < 109 * mib + 105 * mib  # a file a task
+    load = split_settings(sizes, cores=2, max_task_bytes=BULK_TASK_BYTES, open_cost=4 * mib)
+    # each file counted 109 MiB: 10 fit a task of 1,140.5 MiB, the 11th does not
+    assert int(load[MAX_PARTITION_BYTES]) == 1090 * mib + 101 * mib // 2
