@@ -291,7 +291,9 @@ def timed(command: list[str], what: str) -> tuple[float, str]:
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     wall = time.perf_counter() - start
     if done.returncode:
-        raise RuntimeError(f"{what} exited {done.returncode}:\n{done.stderr[-3000:]}")
+        from bench.write import error_text  # only on failure (see the imports above)
+
+        raise RuntimeError(f"{what} exited {done.returncode}:\n{error_text(done.stderr)}")
     return wall, done.stdout
 
 

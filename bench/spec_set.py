@@ -50,6 +50,7 @@ from bench.write import (
     Checksum,
     checksum,
     delta_dataset,
+    error_text,
     make_rows,
     parquet_dataset,
     runner_process,
@@ -210,7 +211,7 @@ def _set_process(specs: Path, options: list[str]) -> tuple[float, list[SpecRun]]
     )
     seconds = time.perf_counter() - start
     if done.returncode:
-        raise RuntimeError(f"runner exited {done.returncode}:\n{done.stderr[-3000:]}")
+        raise RuntimeError(f"runner exited {done.returncode}:\n{error_text(done.stderr)}")
     return seconds, spec_runs(done.stdout, done.stderr)
 
 

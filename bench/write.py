@@ -191,8 +191,19 @@ def runner_process(spec: Path, summary_file: Path) -> tuple[float, dict]:
     )
     seconds = time.perf_counter() - start
     if done.returncode:
-        raise RuntimeError(f"runner exited {done.returncode}:\n{done.stderr[-3000:]}")
+        raise RuntimeError(f"runner exited {done.returncode}:\n{error_text(done.stderr)}")
     return seconds, json.loads(summary_file.read_text())
+
+
+def error_text(stderr: str, most: int = 4000) -> str:
+    """The end of a failed process's stderr without Java's stack frames, which would
+    otherwise fill it and hide the error above them."""
+    lines = [
+        line
+        for line in stderr.splitlines()
+        if not line.lstrip().startswith("at ") and not line.lstrip().startswith("... ")
+    ]
+    return "\n".join(lines)[-most:]
 
 
 def dir_bytes(path: Path) -> int:
