@@ -10,9 +10,7 @@ import pyarrow as pa
 from runner.storage.meta_columns import COMMIT_TIME, RECORD_KEY
 from runner.write.change_rows import unchanged_keys
 
-SCHEMA = pa.schema(
-    [(COMMIT_TIME, pa.string()), (RECORD_KEY, pa.string()), ("fare", pa.float64())]
-)
+SCHEMA = pa.schema([(COMMIT_TIME, pa.string()), (RECORD_KEY, pa.string()), ("fare", pa.float64())])
 
 
 def _rows(*rows: tuple[str, str, float | None]) -> pa.Table:
