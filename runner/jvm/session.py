@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from importlib import resources
@@ -17,7 +19,7 @@ import structlog
 
 from runner.errors import EnvironmentProblem
 from runner.jvm.java_cds import ClassArchive, java_binary
-from runner.jvm.java_stderr import without_incubator_warning
+from runner.jvm.java_output import relayed_java_output
 from runner.jvm.java_warmup import warm_up_while_starting
 from runner.spec.model import SparkSettings
 from runner.spec.secrets import resolve
@@ -126,7 +128,12 @@ def spark_session(
     log.info("spark_starting", master=settings.master, jit="quick (C1)" if jit else "full")
     if small_input:
         warm_up_while_starting(row_sources)  # first uses of the plan's JVM parts, beside the start
-    with without_incubator_warning():
+    # pyspark's first Py4J call imports pyspark.testing.utils, and pandas with it: 0.2 s of a
+    # cold run, imported here while the main thread only waits for the JVM
+    threading.Thread(
+        target=importlib.import_module, args=("pyspark.testing.utils",), daemon=True
+    ).start()
+    with relayed_java_output():
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     if archive is not None:
