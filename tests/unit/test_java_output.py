@@ -37,8 +37,8 @@ import os, subprocess, sys
 from runner.jvm.java_output import relayed_java_output
 with relayed_java_output():
     # stands for the driver JVM: says something on both streams, then outlives the runner
-    child = subprocess.Popen(["sh", "-c", "echo out; echo 'WARNING: Using incubator modules: x' >&2; "
-                              "echo err >&2; exec sleep 60"])
+    child = subprocess.Popen(["sh", "-c", "echo out; echo 'WARNING: Using incubator modules: x'"
+                              " >&2; echo err >&2; exec sleep 60"])
 print("runner done", child.pid, flush=True)
 import time; time.sleep(0.5)  # the relays pass the child's lines on
 os._exit(0)
