@@ -198,9 +198,6 @@ class BucketFile:
     def write(self, rows: pa.Table) -> None:
         if rows.num_rows == 0:
             return
-        self.stats.add(rows)
-        if self.key_hashes is not None:
-            self.key_hashes.append(key_hashes(rows.column(RECORD_KEY)))
         self.pending.append(rows)
         self.pending_bytes += rows.nbytes
         if self.pending_bytes >= ROW_GROUP_BYTES:
@@ -212,6 +209,12 @@ class BucketFile:
             return
         rows = pa.concat_tables(self.pending)
         self.pending, self.pending_bytes = [], 0
+        # statistics and key hashes a row group at a time, not a write at a time: a bulk
+        # load into 160 buckets writes each file ~1,500 rows at a time, and the calls per
+        # write cost it more than the work (docs/performance.md, "TPC-H refresh sets")
+        self.stats.add(rows)
+        if self.key_hashes is not None:
+            self.key_hashes.append(key_hashes(rows.column(RECORD_KEY)))
         writer = self.writer or self._open(rows)
         try:
             writer.write_table(rows, row_group_size=rows.num_rows)
@@ -290,6 +293,7 @@ class OpenFiles(Generic[FileKey]):
         self.key_filters = key_filters  # runner/storage/key_filter.py
         self.relative_path: Callable[[FileKey], str] = relative_path
         self.open: dict[FileKey, tuple[str, BucketFile]] = {}
+        self.buffered = 0  # the open files' pending bytes, together
 
     def write(self, group: FileKey, rows: pa.Table) -> None:
         if group not in self.open:
@@ -298,16 +302,19 @@ class OpenFiles(Generic[FileKey]):
                 self.fs, f"{self.root}/{rel}", self.schema, key_filter=self.key_filters
             )
             self.open[group] = (rel, out)
-        self.open[group][1].write(rows)
-        buffered = {g: f.pending_bytes for g, (_, f) in self.open.items()}
-        while sum(buffered.values()) > TASK_BUFFER_BYTES:
-            largest = max(buffered, key=buffered.__getitem__)
-            self.open[largest][1].flush()
-            buffered[largest] = 0
+        out = self.open[group][1]
+        before = out.pending_bytes
+        out.write(rows)
+        self.buffered += out.pending_bytes - before
+        while self.buffered > TASK_BUFFER_BYTES:
+            largest = max((f for _, f in self.open.values()), key=lambda f: f.pending_bytes)
+            self.buffered -= largest.pending_bytes
+            largest.flush()
 
     def close(self, key: FileKey) -> tuple[str, BucketFile]:
         """Close one open file: its path in the table and (closed) writer."""
         rel, out = self.open.pop(key)
+        self.buffered -= out.pending_bytes
         out.close()
         return rel, out
 
@@ -317,4 +324,4 @@ class OpenFiles(Generic[FileKey]):
         for group, (rel, out) in sorted(self.open.items()):
             out.close()  # a file is opened with rows, so it exists
             yield group, rel, out
-        self.open = {}
+        self.open, self.buffered = {}, 0

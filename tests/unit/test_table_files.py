@@ -17,6 +17,7 @@ from runner.index.layout import BucketLayout
 from runner.index.naming import data_file_name, new_file_id, parse_data_file_name
 from runner.sources.listing import FileCheckpoint, list_new_files
 from runner.storage import parquet_file
+from runner.storage.key_filter import footer_filter, key_hashes
 from runner.storage.parquet_file import BucketFile, OpenFiles
 
 
@@ -175,7 +176,14 @@ def test_a_tasks_open_files_keep_their_buffered_rows_under_the_budget(tmp_path, 
     closed = list(files.close_all())
     assert [(g, rel) for g, rel, _ in closed] == [(("", b), f"{b}.parquet") for b in range(4)]
     assert not files.open
-    for bucket in range(4):
+    every_key = key_hashes(pa.array([str(i) for i in range(10_000)]))
+    for (_, bucket), _, out in closed:
         written = pq.ParquetFile(tmp_path / f"{bucket}.parquet")
         assert written.metadata.num_rows == 10_000
         assert written.metadata.num_row_groups > 1  # written out before the task's end
+        # statistics and the key filter cover every row group, the last one included
+        stats = json.loads(out.stats.to_json())
+        assert stats["numRecords"] == 10_000 and stats["nullCount"]["n"] == 0
+        assert (stats["minValues"]["n"], stats["maxValues"]["n"]) == (0, 9_999)
+        found = footer_filter(written.metadata.metadata)
+        assert found is not None and found.might_hold(every_key).all()
