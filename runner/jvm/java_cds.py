@@ -9,8 +9,10 @@ about 40 % less (docs/performance.md, "Small runs").
 The first local run without an archive writes one, once: its JVM dumps the archive as it
 exits, and the run waits for that (a few seconds, said in the log) before the archive is
 put in place. One process at a time makes it (a lock file); the others run without. The
-archive is kept per Java binary, Spark jars and their directory (`archive_path`); a JVM
-that finds it does not match ignores it, so a stale archive costs nothing but its disk. Runs under
+archive is kept per Java binary, Spark jars (each jar's size and time: Java checks them)
+and their directory (`archive_path`), so a JVM is never handed an archive it would quietly
+ignore; the archive that a new one replaces (the same Java and directory, files changed)
+is removed once the new one is in place. Runs under
 spark-submit (a cluster, a SparkApplication) start their JVM themselves: not here.
 RUNNER_JAVA_CDS=0 turns it off; RUNNER_JAVA_CDS=use uses an archive but never writes one
 (a long-lived process, such as a test session, whose exit should not wait for a dump).
@@ -50,20 +52,37 @@ def cache_dir() -> Path:
 
 
 def archive_path(java: str) -> Path:
-    """Where the archive of this Java binary and these Spark jars is kept."""
+    """Where the archive of this Java binary and these Spark jars is kept. Java maps an
+    archive only for the very jar files it was dumped from (their paths, sizes and times):
+    the same pyspark installed again (a new virtualenv, an image rebuilt) has jars of new
+    times, so the key holds every jar's size and time, and such an install gets an archive
+    of its own instead of one Java quietly ignores (every start then 2-3 s slower)."""
     import pyspark
 
     jars = Path(pyspark.__file__).parent / "jars"
-    listing = sorted(p.name for p in jars.glob("*.jar")) if jars.is_dir() else []
+    listing = []
+    if jars.is_dir():
+        for jar in sorted(jars.glob("*.jar")):
+            info = jar.stat()
+            listing.append(f"{jar.name} {info.st_size} {info.st_mtime_ns}")
     java_real = os.path.realpath(java)
     stamp = os.stat(java_real).st_mtime_ns if os.path.exists(java_real) else 0
     # the jars' directory too: the archive records the class path it was dumped with, and a
     # JVM on another one (a second environment of the same pyspark) quietly ignores it
-    key = "\n".join([java_real, str(stamp), pyspark.__version__, str(jars.resolve()), *listing])
-    return (
-        cache_dir()
-        / f"spark-{pyspark.__version__}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
-    )
+    family = _digest([java_real, str(jars.resolve())], 8)
+    key = _digest([str(stamp), pyspark.__version__, *listing], 16)
+    return cache_dir() / f"spark-{pyspark.__version__}-{family}-{key}.jsa"
+
+
+def _digest(parts: list[str], length: int) -> str:
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:length]
+
+
+def replaced_archives(path: Path) -> list[Path]:
+    """The archives of the same Java binary and jars' directory as `path`, made before its
+    files changed (an upgrade of Java, pyspark installed again): no JVM maps them now."""
+    family = path.name.rsplit("-", 1)[0]
+    return [p for p in path.parent.glob(f"{family}-*.jsa") if p != path]
 
 
 @dataclass
@@ -115,6 +134,8 @@ class ClassArchive:
             code = proc.wait(timeout=DUMP_WAIT_SECONDS)  # type: ignore[attr-defined]
             if code == 0 and self.writing.exists() and self.writing.stat().st_size > 0:
                 os.replace(self.writing, self.path)
+                for stale in replaced_archives(self.path):  # ~150 MB each
+                    stale.unlink(missing_ok=True)
                 seconds = round(time.perf_counter() - started, 1)
                 log.info("java_class_archive_written", path=str(self.path), seconds=seconds)
         except Exception as exc:  # never fail a run for a start-up cache

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -75,3 +76,35 @@ def test_each_environment_of_one_spark_version_has_its_own_archive(cache, tmp_pa
         (other / "jars" / name).touch()  # the same jar names, another directory
     monkeypatch.setattr(pyspark, "__file__", str(other / "__init__.py"))
     assert archive_path(java) != here
+
+
+def test_jars_installed_again_get_a_new_archive_and_the_old_one_goes(cache, tmp_path, monkeypatch):
+    """Java maps an archive only for the jar files it was dumped from (sizes and times): the
+    same pyspark installed again (a new virtualenv) must not be handed the old archive, which
+    Java would quietly ignore at every start; the old one is removed once the new is in place."""
+    import pyspark
+
+    from runner.jvm.java_cds import archive_path
+
+    install = tmp_path / "venv" / "pyspark"
+    (install / "jars").mkdir(parents=True)
+    (install / "jars" / "spark-core.jar").write_bytes(b"jar")
+    monkeypatch.setattr(pyspark, "__file__", str(install / "__init__.py"))
+    first = _archive()
+    first.writing.write_bytes(b"archive")
+    first._finish(_exited_jvm())
+    assert first.path.exists()
+
+    os.utime(install / "jars" / "spark-core.jar", ns=(1, 1))  # installed again: new times
+    java = java_binary() or sys.executable
+    assert archive_path(java) != first.path
+    second = _archive()
+    assert second.writing is not None  # this run writes the new install's archive
+    second.writing.write_bytes(b"archive")
+    second._finish(_exited_jvm())
+    assert second.path.exists() and not first.path.exists()
+
+
+def _exited_jvm() -> SimpleNamespace:
+    """A driver JVM that has dumped its archive and exited."""
+    return SimpleNamespace(stdin=SimpleNamespace(close=lambda: None), wait=lambda timeout: 0)
