@@ -33,7 +33,7 @@ def test_the_warning_goes_and_the_rest_passes_as_it_comes():
 
 
 CHILD_SCRIPT = """
-import os, subprocess, sys
+import os, subprocess
 from runner.jvm.java_output import relayed_java_output
 with relayed_java_output():
     # stands for the driver JVM: says something on both streams, then outlives the runner
