@@ -159,10 +159,15 @@ class FileStats:
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """In the file schema's column order and types; columns a stored file lacks are null."""
+    if table.schema.equals(schema):  # most calls: a write calls this per bucket, per part
+        return table
+    present = set(table.column_names)
     columns = [
-        table.column(f.name) if f.name in table.column_names else pa.nulls(len(table), f.type)
-        for f in schema
+        table.column(f.name) if f.name in present else pa.nulls(len(table), f.type) for f in schema
     ]
+    pairs = zip(columns, schema, strict=True)
+    if all(c.type == f.type and (f.nullable or not c.null_count) for c, f in pairs):
+        return pa.Table.from_arrays(columns, schema=schema)  # a quarter of a cast's cost
     return pa.Table.from_arrays(columns, names=schema.names).cast(schema)
 
 

@@ -67,9 +67,16 @@ def stored_key_columns(settings: MergeSettings) -> list[str]:
 
 def summarize_stored(stored: pa.Table, settings: MergeSettings) -> pa.Table:
     """Per stored key: its row count and, for event_time upserts, its greatest precombine."""
+    ordering = settings.precombine_field if len(stored_key_columns(settings)) == 2 else None
+    keys = stored.column(RECORD_KEY)
+    if len(pc.unique(keys)) == len(keys):  # the usual table, no key twice: no grouping
+        summary = {RECORD_KEY: keys, f"{RECORD_KEY}_count": pa.array(np.ones(len(keys), np.int64))}
+        if ordering:
+            summary[f"{ordering}_max"] = stored.column(ordering)
+        return pa.table(summary)
     aggregations = [(RECORD_KEY, "count")]
-    if settings.precombine_field and len(stored_key_columns(settings)) == 2:
-        aggregations.append((settings.precombine_field, "max"))
+    if ordering:
+        aggregations.append((ordering, "max"))
     return stored.group_by(RECORD_KEY).aggregate(aggregations)
 
 

@@ -133,9 +133,14 @@ class WriteJob:
             key_filters=self.handles.key_filters,
         )
         rule = merge_rule(self.merge, self.file_schema, self.instant)
-        for batch in _buckets(batches):
-            rows = [self._write_group(task, rule, part, unit) for part, unit in self._units(batch)]
-            yield pa.RecordBatch.from_pylist(rows, schema=RESULT_SCHEMA)
+        rows = [
+            self._write_group(task, rule, part, unit)
+            for batch in _buckets(batches)
+            for part, unit in self._units(batch)
+        ]
+        # one batch of result rows per task: a batch per bucket cost a spread upsert of
+        # 128 buckets more than its merges' comparisons (docs/performance.md)
+        yield pa.RecordBatch.from_pylist(rows, schema=RESULT_SCHEMA)
 
     def _units(self, batch: BucketBatch) -> Iterator[tuple[BucketBatch, FileGroup]]:
         """The batch's rows of each file group they fall in (runner/write/file_groups.py),
