@@ -4,8 +4,11 @@ No base image can be pulled here, so the test makes one: debootstrap from the De
 apt uses (cached under tmp/cache/ of the checkout), `docker import`, then the Dockerfile with
 `--build-arg BASE_IMAGE=` that image and the host's CA bundle through the extra-CA hook. It
 starts its own dockerd (own data root, exec root, pid file and socket, no bridge, no iptables
-changes) and stops it at the end. Skips only where no engine can start (not root, no
-dockerd and no way to install it, a daemon that does not come up).
+changes) and stops it at the end. The data root is kept in the cache, and the base image
+imported once per tarball, so a rebuild after a change to the runner's code reuses the
+layers before it (Java, the dependencies: most of a build's two minutes); the module's
+tests run on one pytest worker, one dockerd and one build. Skips only where no engine can
+start (not root, no dockerd and no way to install it, a daemon that does not come up).
 """
 
 from __future__ import annotations
@@ -35,7 +38,13 @@ IMAGE = "runner:e2e"
 SBIN_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.docker]
+# one worker for the module: one dockerd on the cached data root, one build
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.slow,
+    pytest.mark.docker,
+    pytest.mark.xdist_group("docker-image"),
+]
 
 
 def _run(command: list[str], timeout: float, **kwargs) -> subprocess.CompletedProcess:
@@ -67,7 +76,10 @@ def docker(tmp_path_factory):
     dockerd, _ = _tools()
     home = tmp_path_factory.mktemp("docker")
     sock, pidfile, log = home / "docker.sock", home / "docker.pid", home / "dockerd.log"
-    command = [dockerd, "--data-root", str(home / "data"), "--exec-root", str(home / "exec")]
+    data = CACHE / "docker-data"  # kept: the layers of earlier builds are the build cache
+    _unmount_under(data)  # a dockerd killed before it unmounted its containers' layers
+    data.mkdir(parents=True, exist_ok=True)
+    command = [dockerd, "--data-root", str(data), "--exec-root", str(home / "exec")]
     command += ["--pidfile", str(pidfile), "-H", f"unix://{sock}"]
     command += ["--bridge", "none", "--iptables=false"]
     with log.open("w") as out:
@@ -84,10 +96,16 @@ def docker(tmp_path_factory):
             if daemon.poll() is not None or time.monotonic() > deadline:
                 pytest.skip(f"dockerd did not start: {log.read_text()[-800:]}")
             time.sleep(0.5)
+        docker_cmd("container", "prune", "--force")  # an earlier run's stopped containers
         yield docker_cmd
     finally:
+        if daemon.poll() is None:
+            # what the run left: its containers, and the images a new build untagged
+            docker_cmd("container", "prune", "--force")
+            docker_cmd("image", "prune", "--force")
         _stop(daemon, pidfile)
         _unmount_under(home)
+        _unmount_under(data)
         shutil.rmtree(home, ignore_errors=True)
 
 
@@ -106,7 +124,8 @@ def _stop(daemon: subprocess.Popen, pidfile: Path) -> None:
 
 
 def _unmount_under(home: Path) -> None:
-    """dockerd leaves its network namespace mounted in the exec root."""
+    """dockerd leaves its network namespace mounted in the exec root (and, killed, its
+    containers' layers in the data root)."""
     points = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
     for point in sorted((p for p in points if p.startswith(f"{home}/")), reverse=True):
         _run(["umount", "-l", point], 30)
@@ -171,8 +190,16 @@ def _context(workdir: Path) -> Path:
 @pytest.fixture(scope="module")
 def image(docker, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("image")
-    imported = docker("import", str(_base_tarball(workdir)), BASE_TAG)
-    assert imported.returncode == 0, imported.stderr
+    tarball = _base_tarball(workdir)
+    # imported once per tarball: each import is a new image, and every layer built on the
+    # one before would be built again
+    made = f"{tarball.name}:{tarball.stat().st_size}:{tarball.stat().st_mtime_ns}"
+    label = '{{index .Config.Labels "runner.base"}}'
+    known = docker("image", "inspect", "--format", label, BASE_TAG)
+    if known.returncode != 0 or known.stdout.strip() != made:
+        change = f"LABEL runner.base={made}"
+        imported = docker("import", "--change", change, str(tarball), BASE_TAG)
+        assert imported.returncode == 0, imported.stderr
     build = ["build", "--network", "host", "--build-arg", f"BASE_IMAGE={BASE_TAG}"]
     done = docker(*build, "-t", IMAGE, str(_context(workdir)), timeout=1200)
     assert done.returncode == 0, f"docker build failed:\n{done.stdout[-4000:]}\n{done.stderr}"
