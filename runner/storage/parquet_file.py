@@ -159,7 +159,9 @@ class FileStats:
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """In the file schema's column order and types; columns a stored file lacks are null."""
-    if table.schema.equals(schema):  # most calls: a write calls this per bucket, per part
+    # most calls: a write calls this per bucket, per part (metadata compared too: rows read
+    # from a data file carry its footer's entries, which `runner read` must not pass on)
+    if table.schema.equals(schema, check_metadata=True):
         return table
     present = set(table.column_names)
     columns = [

@@ -4,8 +4,9 @@ No base image can be pulled here, so the test makes one: debootstrap from the De
 apt uses (cached under tmp/cache/ of the checkout), `docker import`, then the Dockerfile with
 `--build-arg BASE_IMAGE=` that image and the host's CA bundle through the extra-CA hook. It
 starts its own dockerd (own data root, exec root, pid file and socket, no bridge, no iptables
-changes) and stops it at the end. The data root is kept in the cache, and the base image
-imported once per tarball, so a rebuild after a change to the runner's code reuses the
+changes) and stops it at the end. The data root is kept in the cache (for the run that
+holds its lock: a run beside it gets a private one), and the base image imported once per
+tarball, so a rebuild after a change to the runner's code reuses the
 layers before it (Java, the dependencies: most of a build's two minutes); the module's
 tests run on one pytest worker, one dockerd and one build. Skips only where no engine can
 start (not root, no dockerd and no way to install it, a daemon that does not come up).
@@ -13,6 +14,7 @@ start (not root, no dockerd and no way to install it, a daemon that does not com
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import random
@@ -22,6 +24,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import IO
 
 import pandas as pd
 import pytest
@@ -75,9 +78,20 @@ def docker(tmp_path_factory):
         pytest.skip("starting dockerd needs root")
     dockerd, _ = _tools()
     home = tmp_path_factory.mktemp("docker")
-    sock, pidfile, log = home / "docker.sock", home / "docker.pid", home / "dockerd.log"
-    data = CACHE / "docker-data"  # kept: the layers of earlier builds are the build cache
-    _unmount_under(data)  # a dockerd killed before it unmounted its containers' layers
+    sock, log = home / "docker.sock", home / "dockerd.log"
+    # the cached data root (the layers of earlier builds are the build cache) for the run
+    # that holds its lock; another run at the same time gets a private one
+    CACHE.mkdir(parents=True, exist_ok=True)
+    lock: IO[str] | None = (CACHE / "docker-data.lock").open("w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        data, pidfile = CACHE / "docker-data", CACHE / "docker-data.pid"
+        _stop_left_behind(pidfile)  # the dockerd of a run killed before its teardown
+        _unmount_under(data)  # and its containers' layers, if it was killed too
+    except BlockingIOError:
+        lock.close()
+        lock = None
+        data, pidfile = home / "data", home / "docker.pid"
     data.mkdir(parents=True, exist_ok=True)
     command = [dockerd, "--data-root", str(data), "--exec-root", str(home / "exec")]
     command += ["--pidfile", str(pidfile), "-H", f"unix://{sock}"]
@@ -107,6 +121,33 @@ def docker(tmp_path_factory):
         _unmount_under(home)
         _unmount_under(data)
         shutil.rmtree(home, ignore_errors=True)
+        if lock is not None:
+            lock.close()
+
+
+def _stop_left_behind(pidfile: Path) -> None:
+    """Stop the dockerd whose pid the cached data root's pid file holds, if one still runs
+    (its run was killed: pytest's teardown never came)."""
+    try:
+        pid = int(pidfile.read_text())
+        if Path(f"/proc/{pid}/comm").read_text().strip() != "dockerd":
+            return
+        os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError):
+        return
+    deadline = time.monotonic() + 30
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:  # the state field after the command's parentheses; Z: exited, not yet reaped
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def _stop(daemon: subprocess.Popen, pidfile: Path) -> None:

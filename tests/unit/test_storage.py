@@ -69,3 +69,19 @@ def test_credentials_travel_pickled_but_are_never_shown():
     assert scrub("error: key very-secret-key-value refused") == (
         "error: key ${env:AWS_SECRET_ACCESS_KEY} refused"
     )
+
+
+def test_rows_conformed_to_the_file_schema_keep_none_of_a_footer_s_entries():
+    # rows read from a data file carry its footer's key-value entries (a key filter,
+    # tombstones); conformed to the table's schema they carry the schema's, so a table read
+    # out with `runner read` does not pass them on
+    import pyarrow as pa
+
+    from runner.storage.parquet_file import conform
+
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
+    read = pa.table({"id": [1], "name": ["a"]}).replace_schema_metadata({"runner.key_filter": "x"})
+    assert conform(read, schema).schema.metadata is None
+    shuffled = read.select(["name", "id"])  # the other path: columns put in order
+    assert conform(shuffled, schema).schema.metadata is None
+    assert conform(shuffled, schema).column_names == ["id", "name"]
