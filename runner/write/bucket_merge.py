@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from runner.spec.model import FIELD_MERGE_MODES, CdcSpec, MergeMode, MergerSpec, ScdSpec
 from runner.storage.meta_columns import RECORD_KEY
+from runner.write.change_rows import counted_by_key
 
 DELETE = "__runner_delete"
 # Spark's mark on each incoming row (runner/pipeline/winners.py): `candidate` for its key's
@@ -68,16 +69,7 @@ def stored_key_columns(settings: MergeSettings) -> list[str]:
 def summarize_stored(stored: pa.Table, settings: MergeSettings) -> pa.Table:
     """Per stored key: its row count and, for event_time upserts, its greatest precombine."""
     ordering = settings.precombine_field if len(stored_key_columns(settings)) == 2 else None
-    keys = stored.column(RECORD_KEY)
-    if len(pc.unique(keys)) == len(keys):  # the usual table, no key twice: no grouping
-        summary = {RECORD_KEY: keys, f"{RECORD_KEY}_count": pa.array(np.ones(len(keys), np.int64))}
-        if ordering:
-            summary[f"{ordering}_max"] = stored.column(ordering)
-        return pa.table(summary)
-    aggregations = [(RECORD_KEY, "count")]
-    if ordering:
-        aggregations.append((ordering, "max"))
-    return stored.group_by(RECORD_KEY).aggregate(aggregations)
+    return counted_by_key(stored, [ordering] if ordering else [])
 
 
 def _count(mask: np.ndarray) -> int:

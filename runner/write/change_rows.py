@@ -85,19 +85,26 @@ def _key(value: object) -> object:
     return value
 
 
+def counted_by_key(rows: pa.Table, maxima: Sequence[str] = ()) -> pa.Table:
+    """Per key of `rows`: its count (`_record_key_count`) and the greatest of each of
+    `maxima` (`<name>_max`), as `group_by(...).aggregate` names them; without the grouping
+    when no key is there twice (the usual table and batch), each row then its own group."""
+    keys = rows.column(RECORD_KEY)
+    if len(pc.unique(keys)) == len(keys):
+        counted = {RECORD_KEY: keys, f"{RECORD_KEY}_count": pa.array(np.ones(len(keys), np.int64))}
+        return pa.table({**counted, **{f"{m}_max": rows.column(m) for m in maxima}})
+    aggregations = [(RECORD_KEY, "count"), *((m, "max") for m in maxima)]
+    return rows.group_by(RECORD_KEY).aggregate(aggregations)
+
+
 def one_each(before: pa.Table, after: pa.Table) -> pa.Array:
     """The keys with exactly one row in `before` and one in `after`."""
-    counts = []
+    single = []
     for side in (before, after):
-        keys = side.column(RECORD_KEY)
-        distinct = pc.unique(keys)
-        if len(distinct) == len(keys):  # the usual upsert: no key twice, no grouping
-            counts.append(distinct)
-            continue
-        grouped = side.group_by(RECORD_KEY).aggregate([(RECORD_KEY, "count")])
-        single = pc.equal(grouped.column(f"{RECORD_KEY}_count"), 1)
-        counts.append(grouped.column(RECORD_KEY).filter(single).combine_chunks())
-    return pc.filter(counts[0], pc.is_in(counts[0], value_set=counts[1]))
+        counted = counted_by_key(side)
+        once = pc.equal(counted.column(f"{RECORD_KEY}_count"), 1)
+        single.append(counted.column(RECORD_KEY).filter(once).combine_chunks())
+    return pc.filter(single[0], pc.is_in(single[0], value_set=single[1]))
 
 
 def aligned(side: pa.Table, keys: pa.Array) -> pa.Table:

@@ -14,6 +14,7 @@ start (not root, no dockerd and no way to install it, a daemon that does not com
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -117,7 +118,9 @@ def docker(tmp_path_factory):
             # what the run left: its containers, and the images a new build untagged
             docker_cmd("container", "prune", "--force")
             docker_cmd("image", "prune", "--force")
-        _stop(daemon, pidfile)
+        _stop(daemon.pid)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            daemon.wait(timeout=10)  # reaped
         _unmount_under(home)
         _unmount_under(data)
         shutil.rmtree(home, ignore_errors=True)
@@ -132,14 +135,24 @@ def _stop_left_behind(pidfile: Path) -> None:
         pid = int(pidfile.read_text())
         if Path(f"/proc/{pid}/comm").read_text().strip() != "dockerd":
             return
-        os.kill(pid, signal.SIGTERM)
     except (OSError, ValueError):
         return
-    deadline = time.monotonic() + 30
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if _alive(pid):
-        os.kill(pid, signal.SIGKILL)
+    _stop(pid)
+
+
+def _stop(pid: int) -> None:
+    """SIGTERM, then SIGKILL if it still runs 30 s later; a dockerd of this run or of one
+    killed before (not a child: polled, not waited for)."""
+    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if not _alive(pid):
+            return
 
 
 def _alive(pid: int) -> bool:
@@ -148,20 +161,6 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def _stop(daemon: subprocess.Popen, pidfile: Path) -> None:
-    pid = int(pidfile.read_text()) if pidfile.exists() else daemon.pid
-    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            daemon.wait(timeout=wait)
-            break
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def _unmount_under(home: Path) -> None:
