@@ -29,7 +29,7 @@ SKIPPABLE_PEERS = (
     "runner-cold",
     "delta-spark",
     "hudi",
-)  # bench.write.PEERS; the last three: --only tpch's
+)  # bench.write.PEERS; the last three: --only tpch's (hudi: --only hudi's too)
 
 
 def validate_seconds(repeats: int) -> float:
@@ -199,8 +199,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--out",
         type=Path,
-        help="the results' JSON (default bench/results/write.json; "
-        "--only tpch: bench/results/tpch.json; --only spec-set: bench/results/spec_set.json)",
+        help="the results' JSON (default bench/results/write.json; --only NAME: "
+        "bench/results/NAME.json, spec-set's spec_set.json)",
     )
     return parser
 
@@ -268,6 +268,18 @@ def _more_scenario_options(parser: argparse.ArgumentParser) -> None:
         default=1.0,
         help="TPC-H scale factor of --only tpch (default 1: 6,000,000 lineitems; 0.01 for a "
         "smoke run)",
+    )
+    parser.add_argument(
+        "--refresh-scale",
+        type=float,
+        help="--only tpch: the refresh sets as large as at this scale factor (default: --scale), "
+        "to time the same refresh into a larger table",
+    )
+    parser.add_argument(
+        "--table-type",
+        action="append",
+        choices=["COPY_ON_WRITE", "MERGE_ON_READ"],
+        help="--only tpch: the runner's (and Hudi's) table type (repeatable; default both)",
     )
     parser.add_argument(
         "--set-specs", type=int, default=20, help="specs in the set of --only spec-set (default 20)"
@@ -366,7 +378,7 @@ def _report(args: argparse.Namespace, results: list[dict], scale: Scale, jars: l
         "machine": f"{platform.machine()}, {platform.system()}",
         "python": platform.python_version(),
     }
-    _write(args.out or Path("bench/results/write.json"), meta, results)
+    _write(_results_file(args), meta, results)
 
 
 def _small(args: argparse.Namespace) -> None:
@@ -376,12 +388,12 @@ def _small(args: argparse.Namespace) -> None:
         results = run_small_benchmarks(Path(tmp) / "small", args.rows, args.repeats)
     print(render_small(results))
     meta = {"rows": args.rows, "repeats": args.repeats, "python": platform.python_version()}
-    _write(args.out or Path("bench/results/write.json"), meta, results)
+    _write(_results_file(args), meta, results)
 
 
 def _tpch(args: argparse.Namespace, warmup: bool) -> None:
     """--only tpch: its own session, with delta-spark's jars when they can be had."""
-    from bench.tpch import run_tpch_benchmarks
+    from bench.tpch import TABLE_TYPES, run_tpch_benchmarks
     from bench.tpch_report import render_tpch
     from runner import logs
     from runner.jvm.session import spark_session
@@ -394,13 +406,21 @@ def _tpch(args: argparse.Namespace, warmup: bool) -> None:
     skip = frozenset(args.skip_peer)
     with tempfile.TemporaryDirectory(prefix="runner-bench-") as tmp:
         results = run_tpch_benchmarks(
-            spark, Path(tmp) / "tpch", args.scale, args.repeats, warmup, skip
+            spark,
+            Path(tmp) / "tpch",
+            args.scale,
+            args.repeats,
+            warmup,
+            skip,
+            tuple(args.table_type or TABLE_TYPES),
+            args.refresh_scale,
         )
     spark.stop()
     print(render(results))
     print(render_tpch(results))
     meta = {
         "scale_factor": args.scale,
+        "refresh_scale": args.refresh_scale or args.scale,
         "repeats": args.repeats,
         "warmup": warmup,
         "skipped_peers": args.skip_peer,
@@ -408,7 +428,7 @@ def _tpch(args: argparse.Namespace, warmup: bool) -> None:
         "machine": f"{platform.machine()}, {platform.system()}",
         "python": platform.python_version(),
     }
-    _write(args.out or Path("bench/results/tpch.json"), meta, results)
+    _write(_results_file(args), meta, results)
 
 
 def _spec_set(args: argparse.Namespace) -> None:
@@ -427,7 +447,13 @@ def _spec_set(args: argparse.Namespace) -> None:
         "machine": f"{platform.machine()}, {platform.system()}",
         "python": platform.python_version(),
     }
-    _write(args.out or Path("bench/results/spec_set.json"), meta, [result])
+    _write(_results_file(args), meta, [result])
+
+
+def _results_file(args: argparse.Namespace) -> Path:
+    """--out, or a file per scenario group: a run of one group keeps the others' results."""
+    name = (args.only or "write").replace("-", "_")
+    return args.out or Path(f"bench/results/{name}.json")
 
 
 def _write(out: Path, meta: dict, results: list[dict]) -> None:

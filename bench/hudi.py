@@ -1,6 +1,7 @@
 """Hudi itself as a bench peer: the runner beside Hudi 1.1.1 with a bucket index.
 
     python -m bench --only hudi [--rows 200000] [--repeats 3] [--buckets 16] [--mor-keys 100]
+        [--skip-peer hudi: the runner's side alone, to compare two trees of the runner]
 
 Hudi runs in a side environment of the bench's own (bench/hudi_env.py: pyspark 3.5 and
 Hudi's Spark 3.5 bundle, made once), as one bench/hudi_job.py process for all of its
@@ -111,6 +112,9 @@ def run_hudi_benchmarks(spark, work: Path, scale: Scale, keys: int = 100) -> lis
     after UPSERTS merge-on-read upserts and their compaction; every result checked."""
     if UPSERTS * keys > scale.rows:
         raise ValueError(f"--mor-keys {keys} x {UPSERTS} upserts needs at least that many rows")
+    if "hudi" in scale.skip:  # the runner's side alone, checked: an A/B between two trees
+        bench = _prepare(spark, work, scale, keys)
+        return _results(bench, _runner_side(bench), None)
     try:
         env = side_environment()
     except SideEnvironmentProblem as exc:
@@ -360,24 +364,29 @@ def run_hudi_job(plan: dict, env: SideEnvironment, work: Path) -> dict:
     return {**json.loads(done.stdout.strip().splitlines()[-1]), "options": plan["options"]}
 
 
-def _results(bench: Bench, runner: dict[str, Measure], hudi: dict) -> list[dict]:
-    """One result per scenario, each side's table checked against the expected checksum."""
-    steps, rows = hudi["steps"], bench.rows
-    start = f"Hudi's session start {hudi['session_start_s']:.1f} s (pyspark {hudi['spark']})"
+def _results(bench: Bench, runner: dict[str, Measure], hudi: dict | None) -> list[dict]:
+    """One result per scenario, each side's table checked against the expected checksum
+    (`hudi` None: the runner's side alone, --skip-peer hudi)."""
+    steps, rows = hudi["steps"] if hudi else {}, bench.rows
+    notes = []
+    if hudi:
+        start = f"Hudi's session start {hudi['session_start_s']:.1f} s (pyspark {hudi['spark']})"
+        notes = [
+            f"{start}, left out like the runner's",
+            "Hudi's data bytes: each bulk_insert file holds a ~431 KB bloom filter (its "
+            "row writer ignores hoodie.parquet.bloom.filter.enabled=false in 1.1.1)",
+        ]
     results = [
         _row(
             f"bulk_insert {rows:,} rows, {bench.buckets} buckets x {len(CITIES)} partitions",
             runner["bulk_insert"],
-            steps["bulk_insert"],
+            steps.get("bulk_insert"),
             bench.expected,
-            [
-                f"{start}, left out like the runner's",
-                "Hudi's data bytes: each bulk_insert file holds a ~431 KB bloom filter (its "
-                "row writer ignores hoodie.parquet.bloom.filter.enabled=false in 1.1.1)",
-            ],
+            notes,
         )
     ]
-    results[0]["hudi_options"] = hudi["options"]
+    if hudi:
+        results[0]["hudi_options"] = hudi["options"]
     for kind, label in (("cow", "COPY_ON_WRITE"), ("mor", MOR)):
         for size, batch in (("small", bench.small), ("percent", bench.percent)):
             what = f"{bench.keys} random keys" if size == "small" else "1 % updates + new keys"
@@ -385,7 +394,7 @@ def _results(bench: Bench, runner: dict[str, Measure], hudi: dict) -> list[dict]
                 _row(
                     f"{label} upsert of {batch.rows:,} rows ({what}) into {rows:,}",
                     runner[f"{kind}_{size}"],
-                    steps[f"{kind}_{size}"],
+                    steps.get(f"{kind}_{size}"),
                     batch.expected,
                 )
             )
@@ -393,71 +402,91 @@ def _results(bench: Bench, runner: dict[str, Measure], hudi: dict) -> list[dict]
 
 
 def _read_and_compact(bench: Bench, runner: dict[str, Measure], steps: dict) -> list[dict]:
-    """The read and compaction scenarios, after the series of merge-on-read upserts."""
-    series, hudi_series, expected = runner["series"], steps["series"], bench.after_series
-    _check("the series of upserts", series.checksum, hudi_series["checksum"], expected)
+    """The read and compaction scenarios, after the series of merge-on-read upserts
+    (`steps` empty: Hudi skipped)."""
+    series, hudi_series, expected = runner["series"], steps.get("series"), bench.after_series
+    _check("the series of upserts", series.checksum, hudi_series, expected)
     median = statistics.median
+    notes = [
+        f"runner: {series.notes['files']} files, {series.notes['rewritten']} bucket rewrites "
+        f"past thresholds",
+        f"the {UPSERTS} upserts, job s median: runner {median(series.seconds):.2f}",
+    ]
+    if hudi_series:
+        notes = [
+            f"{notes[0]}; Hudi: {hudi_series['files']['log']} log files",
+            f"{notes[1]}, Hudi {median(hudi_series['seconds']):.2f}",
+            *_hudi_jobs(hudi_series, f"Hudi s by Spark job, the {UPSERTS} upserts"),
+        ]
     read = _row(
         f"{MOR} read after {UPSERTS} upserts of {bench.keys} keys: polars read_delta "
         "(runner's table) vs Hudi snapshot query, count + 2 sums",
         runner["read"],
-        steps["read"],
+        steps.get("read"),
         expected,
-        [
-            f"runner: {series.notes['files']} files, {series.notes['rewritten']} bucket "
-            f"rewrites past thresholds; Hudi: {hudi_series['files']['log']} log files",
-            f"the {UPSERTS} upserts, job s median: runner {median(series.seconds):.2f}, "
-            f"Hudi {median(hudi_series['seconds']):.2f}",
-            *_hudi_jobs(hudi_series, f"Hudi s by Spark job, the {UPSERTS} upserts"),
-        ],
+        notes,
     )
     if "read_spark" in runner:
         seconds = median(runner["read_spark"].seconds)
-        _check(
-            "delta-spark read", runner["read_spark"].checksum, steps["read"]["checksum"], expected
-        )
+        _check("delta-spark read", runner["read_spark"].checksum, steps.get("read"), expected)
         read["peers"][DELTA_SPARK_READ] = seconds
-        read["notes"].append(
-            f"delta-spark / Hudi (both Spark reads): {seconds / read['hudi_s']:.2f}"
-        )
-    compact, hudi_compact = runner["compact"], steps["compact"]
+        if "hudi_s" in read:
+            read["notes"].append(
+                f"delta-spark / Hudi (both Spark reads): {seconds / read['hudi_s']:.2f}"
+            )
+    compact, hudi_compact = runner["compact"], steps.get("compact")
+    label = f"{MOR} compaction after {UPSERTS} upserts: compact_table vs Hudi run_compaction"
+    if hudi_compact is None:
+        return [read, _row(label, compact, None, expected)]
     _check(
-        "Hudi read_optimized", compact.checksum, hudi_compact["read_optimized_checksum"], expected
+        "Hudi read_optimized",
+        compact.checksum,
+        {"checksum": hudi_compact["read_optimized_checksum"]},
+        expected,
     )
     done = hudi_compact["compactions"]
     assert done and all(state == "COMPLETED" for _, _, state in done), done
     folded = f"Hudi: {sum(size for _, size, _ in done)} file groups compacted"
-    label = f"{MOR} compaction after {UPSERTS} upserts: compact_table vs Hudi run_compaction"
     return [read, _row(label, compact, hudi_compact, expected, [folded])]
 
 
-def _check(what: str, runner: Checksum, hudi: list[int], expected: Checksum) -> None:
+def _check(what: str, runner: Checksum, hudi: dict | None, expected: Checksum) -> None:
+    """Both sides' tables checked (Hudi's when it ran: `hudi` None when skipped)."""
     assert runner == expected, (what, "runner", runner, expected)
-    assert Checksum(*hudi) == expected, (what, "Hudi", hudi, expected)
+    if hudi is not None:
+        assert Checksum(*hudi["checksum"]) == expected, (what, "Hudi", hudi["checksum"], expected)
 
 
-def _row(label: str, runner: Measure, hudi: dict, expected: Checksum, notes=()) -> dict:
-    """A result: both sides checked, their median job seconds and the ratio runner / Hudi."""
-    _check(label, runner.checksum, hudi["checksum"], expected)
-    runner_s, hudi_s = statistics.median(runner.seconds), statistics.median(hudi["seconds"])
-    written = {}
+def _row(label: str, runner: Measure, hudi: dict | None, expected: Checksum, notes=()) -> dict:
+    """A result: both sides checked, their median job seconds and the ratio runner / Hudi
+    (`hudi` None: the runner's side alone)."""
+    _check(label, runner.checksum, hudi, expected)
+    runner_s = statistics.median(runner.seconds)
+    row = {
+        "scenario": label,
+        "runner_s": runner_s,
+        "peers": {},
+        **({"bytes_written": {"runner": runner.bytes_written}} if runner.bytes_written else {}),
+        "touched": {f"runner {k}": v for k, v in runner.notes.items()},
+        "notes": list(notes),
+        **({"runner_stages_median": runner.stages} if runner.stages else {}),
+        "runner_job_seconds": runner.seconds,
+    }
+    if hudi is None:
+        return {**row, "peers_skipped": {HUDI: "--skip-peer hudi"}}
+    hudi_s = statistics.median(hudi["seconds"])
     if runner.bytes_written is not None:
-        written = {
+        row["bytes_written"] = {
             "runner": runner.bytes_written,
             "Hudi data files": hudi["bytes_data"],
             "Hudi .hoodie (timeline, metadata table) and .crc": hudi["bytes_meta"],
         }
     return {
-        "scenario": label,
-        "runner_s": runner_s,
+        **row,
         "hudi_s": hudi_s,
         "runner_over_hudi": round(runner_s / hudi_s, 3),
         "peers": {HUDI: hudi_s},
-        **({"bytes_written": written} if written else {}),
-        "touched": {f"runner {k}": v for k, v in runner.notes.items()},
         "notes": [f"runner / Hudi: {runner_s / hudi_s:.2f}", *_hudi_jobs(hudi), *notes],
-        **({"runner_stages_median": runner.stages} if runner.stages else {}),
-        "runner_job_seconds": runner.seconds,
         "hudi_job_seconds": hudi["seconds"],
         **({"hudi_spark_jobs": hudi["spark_jobs"]} if "spark_jobs" in hudi else {}),
         **({"hudi_files": hudi["files"]} if "files" in hudi else {}),

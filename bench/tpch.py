@@ -1,24 +1,27 @@
 """TPC-H's `lineitem` and refresh sets: the runner beside delta-rs, delta-spark and Hudi.
 
     python -m bench --only tpch --scale 1 [--repeats 3] [--skip-peer hudi ...]
+        [--refresh-scale 1] [--table-type MERGE_ON_READ]
 
 `lineitem` at TPC-H scale factor --scale (fractions allowed) from tpchgen-cli (bench/tpch_env.py,
 installed once), cut by bench/tpch_data.py into four steps run in turn, each engine on its
 own table: the initial load; RF1, the lineitems of 0.1 % of the orders, new; RF2, those of
-another 0.1 %, deleted; 1 % of the rows given a late status update. Composite record key
-(l_orderkey, l_linenumber), no partitions, buckets() buckets for the scale factor.
+another 0.1 %, deleted; 1 % of the rows given a late status update (--refresh-scale S:
+the refresh sets as large as at scale factor S, the same rows into a larger table). Composite
+record key (l_orderkey, l_linenumber), no partitions, buckets() buckets for the scale factor.
 
 Engines, every timed run of a step from a fresh copy (untimed) of the engine's table after
 the step before, the median of --repeats runs reported, after one untimed run unless
 --no-warmup:
-- the runner, COPY_ON_WRITE and MERGE_ON_READ, warm: run_pipeline in the bench's session
-  (job seconds, Spark's start left out); cold: `runner SPEC` as a whole process (wall
-  seconds), as a user runs each step (`--skip-peer runner-cold` leaves it out);
+- the runner, COPY_ON_WRITE and MERGE_ON_READ (--table-type: one of them), warm:
+  run_pipeline in the bench's session (job seconds, Spark's start left out); cold:
+  `runner SPEC` as a whole process (wall seconds), as a user runs each step
+  (`--skip-peer runner-cold` leaves it out);
 - delta-rs: `write_deltalake`, then `DeltaTable.merge` (update and insert, or delete), the
   wall seconds of the call, in this process;
 - delta-spark (`--skip-peer delta-spark`): a Delta write, then MERGE with deletion vectors,
   in the bench's session, when it has delta-spark's jars;
-- Hudi 1.1.1 with the bucket index (`--skip-peer hudi`), COPY_ON_WRITE and MERGE_ON_READ,
+- Hudi 1.1.1 with the bucket index (`--skip-peer hudi`), the runner's table types,
   in its side environment (bench/hudi_env.py), one warm session for all its steps (job
   seconds: bench/hudi_job.py).
 Bytes written: every file a step added under the table (or the bytes it grew by), data and
@@ -60,9 +63,9 @@ class Step:
 
 STEPS = (
     Step("load", "initial load", "bulk_insert"),
-    Step("rf1", "RF1: new orders' lineitems (0.1 % of orders)", "upsert"),
-    Step("rf2", "RF2: deleted orders' lineitems (0.1 % of orders)", "delete"),
-    Step("update", "late status updates (1 % of rows)", "upsert"),
+    Step("rf1", "RF1: new orders' lineitems", "upsert"),
+    Step("rf2", "RF2: deleted orders' lineitems", "delete"),
+    Step("update", "late status updates", "upsert"),
 )
 TABLE_TYPES = ("COPY_ON_WRITE", "MERGE_ON_READ")
 WARM = "runner, warm (job s)"
@@ -89,6 +92,7 @@ class Tpch:
     buckets: int
     repeats: int
     warmup: bool
+    table_types: tuple[str, ...] = TABLE_TYPES
 
 
 @dataclass(frozen=True)
@@ -101,20 +105,29 @@ class Measured:
 
 
 def run_tpch_benchmarks(
-    spark, work: Path, scale_factor: float, repeats: int, warmup: bool, skip: frozenset[str]
+    spark,
+    work: Path,
+    scale_factor: float,
+    repeats: int,
+    warmup: bool,
+    skip: frozenset[str],
+    table_types: tuple[str, ...] = TABLE_TYPES,
+    refresh_scale: float | None = None,
 ) -> list[dict]:
-    """Every engine not in `skip` through the four steps; a result per step and table type."""
+    """Every engine not in `skip` through the four steps; a result per step and table type
+    (`table_types`), the refresh sets sized as at `refresh_scale` (default: `scale_factor`)."""
     try:
         binary = tpchgen()
     except SideEnvironmentProblem as exc:
         raise SystemExit(f"tpch: tpchgen-cli cannot be had: {exc}") from exc
     work.mkdir(parents=True, exist_ok=True)
-    data = cut(generate(binary, scale_factor, work / "generated"), work / "batches")
+    resize = (refresh_scale or scale_factor) / scale_factor
+    data = cut(generate(binary, scale_factor, work / "generated"), work / "batches", resize)
     shutil.rmtree(work / "generated")
-    tpch = Tpch(spark, work, data, buckets(scale_factor), repeats, warmup)
+    tpch = Tpch(spark, work, data, buckets(scale_factor), repeats, warmup, table_types)
     engines: dict[str, dict[str, dict[str, Measured]]] = {}  # table type -> engine -> step
     skipped = {COLD: "--skip-peer runner-cold"} if "runner-cold" in skip else {}
-    for table_type in TABLE_TYPES:
+    for table_type in table_types:
         engines[table_type] = {WARM: _runner(tpch, table_type, cold=False)}
         if COLD not in skipped:
             engines[table_type][COLD] = _runner(tpch, table_type, cold=True)
@@ -134,7 +147,8 @@ def run_tpch_benchmarks(
             engines[table_type][HUDI] = steps
     from bench.tpch_report import results
 
-    return results(scale_factor, tpch.buckets, tpch.data, engines, peers, skipped)
+    sized = f", refresh sets as at SF {refresh_scale:g}" if resize != 1 else ""
+    return results(f"SF {scale_factor:g}{sized}", tpch.buckets, tpch.data, engines, peers, skipped)
 
 
 def chain(tpch: Tpch, name: str, act: Callable[[Step, Path], float]) -> dict[str, Measured]:

@@ -8,6 +8,9 @@ after it, computed here with pyarrow alone (the reference every engine is checke
 - update: 1 % of the table's rows, drawn among the loaded open lines (l_linestatus 'O') of
   orders neither refresh set touches, with l_linestatus 'F' (late status updates).
 
+The refresh sets may be sized as at another scale factor (`refresh_scale`: the shares
+times refresh_scale / the table's): a refresh of the same rows into a larger table.
+
 Each generated file is cut on its own, so the whole table never sits in memory.
 """
 
@@ -77,14 +80,15 @@ class TpchData:
     rows: dict[str, int]
 
 
-def cut(generated: Path, out: Path, seed: int = 56) -> TpchData:
-    """The batches of BATCHES under `out`, from the parquet files tpchgen-cli wrote."""
+def cut(generated: Path, out: Path, resize: float = 1.0, seed: int = 56) -> TpchData:
+    """The batches of BATCHES under `out`, from the parquet files tpchgen-cli wrote; the
+    refresh sets' shares (REFRESH, UPDATE) times `resize`."""
     files = sorted(generated.glob("*.parquet"))
     orders = np.unique(
         np.concatenate([pq.read_table(f, columns=["l_orderkey"])[0].to_numpy() for f in files])
     )
     rng = np.random.default_rng(seed)
-    n = max(1, round(len(orders) * REFRESH))
+    n = max(1, round(len(orders) * REFRESH * resize))
     drawn = rng.choice(orders, 2 * n, replace=False)
     rf1, rf2 = pa.array(drawn[:n]), pa.array(drawn[n:])
     sources = {name: out / name for name in BATCHES}
@@ -99,7 +103,7 @@ def cut(generated: Path, out: Path, seed: int = 56) -> TpchData:
             "rf1": table.filter(new),
             "rf2": table.filter(pc.is_in(table["l_orderkey"], rf2)),
         }
-        old, updated = _late_updates(parts["load"], drawn, rng)
+        old, updated = _late_updates(parts["load"], drawn, rng, UPDATE * resize)
         parts["update"] = updated
         for name, part in parts.items():
             pq.write_table(part, sources[name] / f"part-{i:05d}.parquet")
@@ -124,16 +128,16 @@ def _plain_strings(table: pa.Table) -> pa.Table:
 
 
 def _late_updates(
-    loaded: pa.Table, refreshed: np.ndarray, rng: np.random.Generator
+    loaded: pa.Table, refreshed: np.ndarray, rng: np.random.Generator, share: float
 ) -> tuple[pa.Table, pa.Table]:
-    """UPDATE of the file's rows, drawn among its open lines of orders no refresh set
+    """`share` of the file's rows, drawn among its open lines of orders no refresh set
     touches: those rows as loaded, and as updated (l_linestatus 'F')."""
     open_lines = pc.and_(
         pc.equal(loaded["l_linestatus"], "O"),
         pc.invert(pc.is_in(loaded["l_orderkey"], pa.array(refreshed))),
     )
     candidates = np.flatnonzero(open_lines.to_numpy(zero_copy_only=False))
-    n = min(len(candidates), max(1, round(loaded.num_rows * UPDATE)))
+    n = min(len(candidates), max(1, round(loaded.num_rows * share)))
     old = loaded.take(pa.array(np.sort(rng.choice(candidates, n, replace=False))))
     status = old.schema.get_field_index("l_linestatus")
     return old, old.set_column(status, "l_linestatus", pa.array(["F"] * n, pa.string()))

@@ -1,5 +1,5 @@
 """Hudi's side of the TPC-H scenario (bench/tpch.py): the four steps in Hudi 1.1.1 tables
-with the bucket index, COPY_ON_WRITE and MERGE_ON_READ, one bench/hudi_job.py process for
+with the bucket index, the runner's table types, one bench/hudi_job.py process for
 all of them (bench/hudi.py runs it; bench/hudi_env.py makes its side environment once).
 
 Hudi's settings are bench/hudi_settings.py's with lineitem's: record key (l_orderkey,
@@ -15,7 +15,7 @@ import statistics
 from bench.hudi import run_hudi_job
 from bench.hudi_env import SideEnvironmentProblem, side_environment
 from bench.hudi_settings import hudi_options
-from bench.tpch import STEPS, TABLE_TYPES, Measured, Tpch, check
+from bench.tpch import STEPS, Measured, Tpch, check
 from bench.tpch_data import KEY, SPARK_SUMS, TpchSum
 
 OPERATIONS = {"bulk_insert": "bulk_insert", "upsert": "upsert", "delete": "delete"}
@@ -49,7 +49,7 @@ def hudi_side(tpch: Tpch) -> dict[str, dict[str, Measured]]:
     hudi.mkdir()
     parallelism = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
     steps = []
-    for table_type in TABLE_TYPES:
+    for table_type in tpch.table_types:
         previous = None
         for step in STEPS:
             name = f"{table_type.lower()}_{step.name}"
@@ -73,7 +73,7 @@ def hudi_side(tpch: Tpch) -> dict[str, dict[str, Measured]]:
     print(f"tpch: Hudi's side, pyspark {env.pyspark} (log: {tpch.work / 'hudi_job.log'})")
     answer = run_hudi_job(plan, env, tpch.work)["steps"]
     out: dict[str, dict[str, Measured]] = {}
-    for table_type in TABLE_TYPES:
+    for table_type in tpch.table_types:
         out[table_type] = {}
         for step in STEPS:
             found = answer[f"{table_type.lower()}_{step.name}"]

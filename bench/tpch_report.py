@@ -9,7 +9,7 @@ from bench.write import size_text
 
 
 def results(
-    scale_factor: float,
+    scale: str,
     buckets: int,
     data: TpchData,
     engines: dict[str, dict[str, dict[str, Measured]]],
@@ -17,9 +17,9 @@ def results(
     skipped: dict[str, str],
 ) -> list[dict]:
     """`engines`: by table type, the engines that have one (the runner's, Hudi); `peers`:
-    those that do not (delta-rs, delta-spark), beside both."""
+    those that do not (delta-rs, delta-spark), beside both; `scale`: "SF 1" and the like."""
     out = []
-    for table_type in TABLE_TYPES:
+    for table_type in engines:
         for step in STEPS:
             measured = {name: steps[step.name] for name, steps in engines[table_type].items()}
             measured.update(
@@ -29,7 +29,7 @@ def results(
             sums = data.expected[step.name]
             out.append(
                 {
-                    "scenario": f"TPC-H SF {scale_factor:g} lineitem, {step.label} "
+                    "scenario": f"TPC-H {scale} lineitem, {step.label} "
                     f"({data.rows[step.name]:,} rows), {table_type}",
                     "tpch": {"step": step.name, "table_type": table_type, "buckets": buckets},
                     "runner_s": round(warm.seconds, 3),
