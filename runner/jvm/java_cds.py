@@ -16,6 +16,10 @@ is removed once the new one is in place. Runs under
 spark-submit (a cluster, a SparkApplication) start their JVM themselves: not here.
 RUNNER_JAVA_CDS=0 turns it off; RUNNER_JAVA_CDS=use uses an archive but never writes one
 (a long-lived process, such as a test session, whose exit should not wait for a dump).
+
+Spark's launcher (org.apache.spark.launcher.Main, the JVM spark-submit runs first to build
+the driver's command line) gets a small archive of its own the same way (`jvm="launcher"`):
+it exits before the driver starts, so its archive is in place as soon as Spark is.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ def cache_dir() -> Path:
     return user_cache("cds", "RUNNER_CDS_CACHE")
 
 
-def archive_path(java: str) -> Path:
+def archive_path(java: str, jvm: str = "driver") -> Path:
     """Where the archive of this Java binary and these Spark jars is kept. Java maps an
     archive only for the very jar files it was dumped from (their paths, sizes and times):
     the same pyspark installed again (a new virtualenv, an image rebuilt) has jars of new
@@ -71,7 +75,8 @@ def archive_path(java: str) -> Path:
     # JVM on another one (a second environment of the same pyspark) quietly ignores it
     family = _digest([java_real, str(jars.resolve())], 8)
     key = _digest([str(stamp), pyspark.__version__, *listing], 16)
-    return cache_dir() / f"spark-{pyspark.__version__}-{family}-{key}.jsa"
+    name = "spark" if jvm == "driver" else jvm
+    return cache_dir() / f"{name}-{pyspark.__version__}-{family}-{key}.jsa"
 
 
 def _digest(parts: list[str], length: int) -> str:
@@ -87,20 +92,21 @@ def replaced_archives(path: Path) -> list[Path]:
 
 @dataclass
 class ClassArchive:
-    """The archive of this run's driver JVM: used when it exists, else (with the lock)
-    written by this run's JVM at its exit."""
+    """The archive of one of this run's JVMs (`jvm`: the driver, or Spark's launcher): used
+    when it exists, else (with the lock) written by this run's JVM at its exit."""
 
     path: Path
     writing: Path | None = None  # the archive this run's JVM dumps, if it makes one
+    jvm: str = "driver"
 
     @classmethod
-    def for_java(cls, java: str | None) -> ClassArchive | None:
+    def for_java(cls, java: str | None, jvm: str = "driver") -> ClassArchive | None:
         """None when turned off (RUNNER_JAVA_CDS=0) or Java is unknown."""
         mode = os.environ.get("RUNNER_JAVA_CDS", "1")
         if mode == "0" or not java:
             return None
         try:
-            archive = cls(archive_path(java))
+            archive = cls(archive_path(java, jvm), jvm=jvm)
         except OSError:
             return None
         if mode != "use" and not archive.path.exists() and archive._lock():
@@ -115,8 +121,12 @@ class ClassArchive:
         return ""
 
     def started(self, spark: SparkSession) -> None:
-        """When this run writes the archive: at exit, end the JVM and wait for its dump."""
+        """When this run writes the archive: the launcher's is dumped already (it exited
+        before the driver started); the driver's at exit, its JVM ended and waited for."""
         if self.writing is None:
+            return
+        if self.jvm == "launcher":
+            self._put_in_place(0, None)
             return
         proc = getattr(spark.sparkContext._gateway, "proc", None)
         if proc is None:  # not a JVM this process started
@@ -129,16 +139,26 @@ class ClassArchive:
         assert self.writing is not None
         started = time.perf_counter()
         log.info("java_class_archive_writing", path=str(self.path))
+        code = None
         try:
             proc.stdin.close()  # type: ignore[attr-defined]
             code = proc.wait(timeout=DUMP_WAIT_SECONDS)  # type: ignore[attr-defined]
+        except Exception as exc:  # never fail a run for a start-up cache
+            log.warning("java_class_archive_not_written", error=str(exc))
+        self._put_in_place(code, round(time.perf_counter() - started, 1))
+
+    def _put_in_place(self, code: int | None, seconds: float | None) -> None:
+        """The dumped archive in place when its JVM exited well (`code` 0) and wrote one;
+        `seconds`: how long the run waited for the dump."""
+        assert self.writing is not None
+        try:
             if code == 0 and self.writing.exists() and self.writing.stat().st_size > 0:
                 os.replace(self.writing, self.path)
-                for stale in replaced_archives(self.path):  # ~150 MB each
+                for stale in replaced_archives(self.path):  # the driver's: ~150 MB each
                     stale.unlink(missing_ok=True)
-                seconds = round(time.perf_counter() - started, 1)
-                log.info("java_class_archive_written", path=str(self.path), seconds=seconds)
-        except Exception as exc:  # never fail a run for a start-up cache
+                waited = {} if seconds is None else {"seconds": seconds}
+                log.info("java_class_archive_written", path=str(self.path), **waited)
+        except OSError as exc:  # never fail a run for a start-up cache
             log.warning("java_class_archive_not_written", error=str(exc))
         finally:
             self.writing.unlink(missing_ok=True)

@@ -108,3 +108,20 @@ def test_jars_installed_again_get_a_new_archive_and_the_old_one_goes(cache, tmp_
 def _exited_jvm() -> SimpleNamespace:
     """A driver JVM that has dumped its archive and exited."""
     return SimpleNamespace(stdin=SimpleNamespace(close=lambda: None), wait=lambda timeout: 0)
+
+
+def test_the_launcher_has_an_archive_of_its_own_in_place_once_spark_is(cache):
+    """Spark's launcher JVM exits before the driver starts: the run that writes its archive
+    puts it in place as soon as the session is up, beside (not instead of) the driver's."""
+    java = java_binary() or sys.executable
+    driver = ClassArchive.for_java(java)
+    launcher = ClassArchive.for_java(java, jvm="launcher")
+    assert driver is not None and launcher is not None
+    assert launcher.path != driver.path and launcher.path.name.startswith("launcher-")
+    assert launcher.writing is not None and driver.writing is not None  # both: first run
+    launcher.writing.write_bytes(b"archive")  # what the launcher dumped at its exit
+    launcher.started(spark=None)  # type: ignore[arg-type]
+    assert launcher.path.read_bytes() == b"archive" and not launcher._lock_path.exists()
+    again = ClassArchive.for_java(java, jvm="launcher")
+    assert again is not None and again.writing is None
+    assert again.java_options().startswith(f"-XX:SharedArchiveFile={launcher.path} ")
