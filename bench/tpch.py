@@ -17,8 +17,8 @@ the step before, the median of --repeats runs reported, after one untimed run un
   run_pipeline in the bench's session (job seconds, Spark's start left out); cold:
   `runner SPEC` as a whole process (wall seconds), as a user runs each step
   (`--skip-peer runner-cold` leaves it out);
-- delta-rs: `write_deltalake`, then `DeltaTable.merge` (update and insert, or delete), the
-  wall seconds of the call, in this process;
+- delta-rs (`--skip-peer delta-merge`): `write_deltalake`, then `DeltaTable.merge` (update
+  and insert, or delete), the wall seconds of the call, in this process;
 - delta-spark (`--skip-peer delta-spark`): a Delta write, then MERGE with deletion vectors,
   in the bench's session, when it has delta-spark's jars;
 - Hudi 1.1.1 with the bucket index (`--skip-peer hudi`), the runner's table types,
@@ -131,8 +131,15 @@ def run_tpch_benchmarks(
         engines[table_type] = {WARM: _runner(tpch, table_type, cold=False)}
         if COLD not in skipped:
             engines[table_type][COLD] = _runner(tpch, table_type, cold=True)
-    peers = {DELTA_RS: chain(tpch, "delta_rs", lambda s, t: _delta_rs(tpch, s, t))}
-    peers[SPARK_WRITE] = {"load": plain_write(tpch)}
+    peers: dict[str, dict[str, Measured]] = {}
+    if "delta-merge" in skip:  # the runner alone: an A/B between trees, a growth measure
+        skipped[DELTA_RS] = "--skip-peer delta-merge"
+    else:
+        peers[DELTA_RS] = chain(tpch, "delta_rs", lambda s, t: _delta_rs(tpch, s, t))
+    if "spark-parquet" in skip:
+        skipped[SPARK_WRITE] = "--skip-peer spark-parquet"
+    else:
+        peers[SPARK_WRITE] = {"load": plain_write(tpch)}
     problem = "--skip-peer delta-spark" if "delta-spark" in skip else delta_spark_problem(spark)
     if problem is None:
         peers[DELTA_SPARK] = chain(tpch, "delta_spark", lambda s, t: _delta_spark(tpch, s, t))

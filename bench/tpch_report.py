@@ -72,7 +72,9 @@ def render_tpch(results: list[dict]) -> str:
             written = r["bytes_written"]
             sizes = " | ".join(size_text(written[e]) if e in written else "" for e in engines)
             ratios = " | ".join(
-                f"{seconds[runner] / seconds[DELTA_RS]:.2f}x" if runner in seconds else ""
+                f"{seconds[runner] / seconds[DELTA_RS]:.2f}x"
+                if runner in seconds and DELTA_RS in seconds
+                else ""
                 for runner in (WARM, COLD)
             )
             plain = f"{seconds[WARM] / seconds[SPARK_WRITE]:.2f}x" if SPARK_WRITE in seconds else ""
