@@ -31,7 +31,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import structlog
 
@@ -49,13 +49,15 @@ STALE_LOCK_SECONDS = 600
 DUMP_WAIT_SECONDS = 120
 # The JVM says nothing about the archive (a mismatched one is quietly not used).
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+# The JVMs of a local run with an archive: the driver, and Spark's launcher before it.
+Jvm = Literal["driver", "launcher"]
 
 
 def cache_dir() -> Path:
     return user_cache("cds", "RUNNER_CDS_CACHE")
 
 
-def archive_path(java: str, jvm: str = "driver") -> Path:
+def archive_path(java: str, jvm: Jvm = "driver") -> Path:
     """Where the archive of this Java binary and these Spark jars is kept. Java maps an
     archive only for the very jar files it was dumped from (their paths, sizes and times):
     the same pyspark installed again (a new virtualenv, an image rebuilt) has jars of new
@@ -97,10 +99,10 @@ class ClassArchive:
 
     path: Path
     writing: Path | None = None  # the archive this run's JVM dumps, if it makes one
-    jvm: str = "driver"
+    jvm: Jvm = "driver"
 
     @classmethod
-    def for_java(cls, java: str | None, jvm: str = "driver") -> ClassArchive | None:
+    def for_java(cls, java: str | None, jvm: Jvm = "driver") -> ClassArchive | None:
         """None when turned off (RUNNER_JAVA_CDS=0) or Java is unknown."""
         mode = os.environ.get("RUNNER_JAVA_CDS", "1")
         if mode == "0" or not java:
