@@ -13,6 +13,8 @@ def render_hudi(results: list[dict]) -> str:
         "Hudi .hoodie |",
         "|---|---|---|---|---|---|---|",
     ]
+    if not any("hudi_s" in r for r in results):
+        return "Hudi: skipped (--skip-peer hudi)"
     for r in results:
         if "hudi_s" not in r:
             continue
