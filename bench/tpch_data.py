@@ -8,8 +8,8 @@ after it, computed here with pyarrow alone (the reference every engine is checke
 - update: 1 % of the table's rows, drawn among the loaded open lines (l_linestatus 'O') of
   orders neither refresh set touches, with l_linestatus 'F' (late status updates).
 
-The refresh sets may be sized as at another scale factor (`refresh_scale`: the shares
-times refresh_scale / the table's): a refresh of the same rows into a larger table.
+The refresh sets may be sized as at another scale factor (`cut`'s `resize`, the shares'
+factor: --refresh-scale over --scale): a refresh of the same rows into a larger table.
 
 Each generated file is cut on its own, so the whole table never sits in memory.
 """
