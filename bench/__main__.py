@@ -393,7 +393,7 @@ def _small(args: argparse.Namespace) -> None:
 
 def _tpch(args: argparse.Namespace, warmup: bool) -> None:
     """--only tpch: its own session, with delta-spark's jars when they can be had."""
-    from bench.tpch import TABLE_TYPES, run_tpch_benchmarks
+    from bench.tpch import TABLE_TYPES, TpchRun, run_tpch_benchmarks
     from bench.tpch_report import render_tpch
     from runner import logs
     from runner.jvm.session import spark_session
@@ -405,9 +405,7 @@ def _tpch(args: argparse.Namespace, warmup: bool) -> None:
     spark = spark_session(settings, "bench", jars=jars)
     skip = frozenset(args.skip_peer)
     with tempfile.TemporaryDirectory(prefix="runner-bench-") as tmp:
-        results = run_tpch_benchmarks(
-            spark,
-            Path(tmp) / "tpch",
+        run = TpchRun(
             args.scale,
             args.repeats,
             warmup,
@@ -415,6 +413,7 @@ def _tpch(args: argparse.Namespace, warmup: bool) -> None:
             tuple(args.table_type or TABLE_TYPES),
             args.refresh_scale,
         )
+        results = run_tpch_benchmarks(spark, Path(tmp) / "tpch", run)
     spark.stop()
     print(render(results))
     print(render_tpch(results))

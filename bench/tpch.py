@@ -83,6 +83,20 @@ def buckets(scale_factor: float) -> int:
 
 
 @dataclass(frozen=True)
+class TpchRun:
+    """What a run of the scenario is asked for: the scale factor, timed runs per step (their
+    median reported), an untimed run first, the peers left out (--skip-peer), the runner's
+    table types, and the scale factor the refresh sets are sized for (None: the table's)."""
+
+    scale_factor: float
+    repeats: int = 1
+    warmup: bool = True
+    skip: frozenset[str] = frozenset()
+    table_types: tuple[str, ...] = TABLE_TYPES
+    refresh_scale: float | None = None
+
+
+@dataclass(frozen=True)
 class Tpch:
     """What every engine shares: the session, the batches, the settings."""
 
@@ -104,27 +118,18 @@ class Measured:
     sums: TpchSum
 
 
-def run_tpch_benchmarks(
-    spark,
-    work: Path,
-    scale_factor: float,
-    repeats: int,
-    warmup: bool,
-    skip: frozenset[str],
-    table_types: tuple[str, ...] = TABLE_TYPES,
-    refresh_scale: float | None = None,
-) -> list[dict]:
-    """Every engine not in `skip` through the four steps; a result per step and table type
-    (`table_types`), the refresh sets sized as at `refresh_scale` (default: `scale_factor`)."""
+def run_tpch_benchmarks(spark, work: Path, run: TpchRun) -> list[dict]:
+    """Every engine not skipped through the four steps; a result per step and table type."""
+    scale_factor, skip, table_types = run.scale_factor, run.skip, run.table_types
     try:
         binary = tpchgen()
     except SideEnvironmentProblem as exc:
         raise SystemExit(f"tpch: tpchgen-cli cannot be had: {exc}") from exc
     work.mkdir(parents=True, exist_ok=True)
-    resize = (refresh_scale or scale_factor) / scale_factor
+    resize = (run.refresh_scale or scale_factor) / scale_factor
     data = cut(generate(binary, scale_factor, work / "generated"), work / "batches", resize)
     shutil.rmtree(work / "generated")
-    tpch = Tpch(spark, work, data, buckets(scale_factor), repeats, warmup, table_types)
+    tpch = Tpch(spark, work, data, buckets(scale_factor), run.repeats, run.warmup, table_types)
     engines: dict[str, dict[str, dict[str, Measured]]] = {}  # table type -> engine -> step
     skipped = {COLD: "--skip-peer runner-cold"} if "runner-cold" in skip else {}
     for table_type in table_types:
@@ -154,7 +159,7 @@ def run_tpch_benchmarks(
             engines[table_type][HUDI] = steps
     from bench.tpch_report import results
 
-    sized = f", refresh sets as at SF {refresh_scale:g}" if resize != 1 else ""
+    sized = f", refresh sets as at SF {run.refresh_scale:g}" if resize != 1 else ""
     return results(f"SF {scale_factor:g}{sized}", tpch.buckets, tpch.data, engines, peers, skipped)
 
 

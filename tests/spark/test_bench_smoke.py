@@ -76,7 +76,7 @@ def test_change_feed_scenarios_run_and_check_their_results(spark, tmp_path):
 
 def test_tpch_scenario_runs_and_checks_every_table_after_every_step(spark, tmp_path):
     from bench.hudi_env import SideEnvironmentProblem
-    from bench.tpch import run_tpch_benchmarks
+    from bench.tpch import TpchRun, run_tpch_benchmarks
     from bench.tpch_env import tpchgen
 
     try:
@@ -84,7 +84,7 @@ def test_tpch_scenario_runs_and_checks_every_table_after_every_step(spark, tmp_p
     except SideEnvironmentProblem as exc:
         pytest.skip(f"tpchgen-cli cannot be installed: {exc}")
     skip = frozenset({"runner-cold", "delta-spark", "hudi"})  # JVMs of their own, or slow
-    results = run_tpch_benchmarks(spark, tmp_path, 0.001, repeats=1, warmup=False, skip=skip)
+    results = run_tpch_benchmarks(spark, tmp_path, TpchRun(0.001, warmup=False, skip=skip))
     # every step of both table types, each engine's table already checked against the sums
     steps = [(r["tpch"]["table_type"], r["tpch"]["step"]) for r in results]
     assert steps == [
