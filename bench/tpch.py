@@ -98,15 +98,13 @@ class TpchRun:
 
 @dataclass(frozen=True)
 class Tpch:
-    """What every engine shares: the session, the batches, the settings."""
+    """What every engine shares: the session, the batches, the settings (`run`'s)."""
 
     spark: Any
     work: Path
     data: TpchData
     buckets: int
-    repeats: int
-    warmup: bool
-    table_types: tuple[str, ...] = TABLE_TYPES
+    run: TpchRun
 
 
 @dataclass(frozen=True)
@@ -129,7 +127,7 @@ def run_tpch_benchmarks(spark, work: Path, run: TpchRun) -> list[dict]:
     resize = (run.refresh_scale or scale_factor) / scale_factor
     data = cut(generate(binary, scale_factor, work / "generated"), work / "batches", resize)
     shutil.rmtree(work / "generated")
-    tpch = Tpch(spark, work, data, buckets(scale_factor), run.repeats, run.warmup, table_types)
+    tpch = Tpch(spark, work, data, buckets(scale_factor), run)
     engines: dict[str, dict[str, dict[str, Measured]]] = {}  # table type -> engine -> step
     skipped = {COLD: "--skip-peer runner-cold"} if "runner-cold" in skip else {}
     for table_type in table_types:
@@ -173,13 +171,13 @@ def chain(tpch: Tpch, name: str, act: Callable[[Step, Path], float]) -> dict[str
         table = tpch.work / name / step.name
         print(f"tpch: {name}, {step.label}", flush=True)
         times, before = [], {}
-        for run in range(tpch.repeats + (1 if tpch.warmup else 0)):
+        for attempt in range(tpch.run.repeats + (1 if tpch.run.warmup else 0)):
             shutil.rmtree(table, ignore_errors=True)
             if previous is not None:
                 shutil.copytree(previous, table)
             before = sizes(table)
             seconds = act(step, table)
-            if run >= (1 if tpch.warmup else 0):
+            if attempt >= (1 if tpch.run.warmup else 0):
                 times.append(seconds)
         found = delta_sums(table)
         check(name, step, found, tpch.data.expected[step.name])
@@ -196,11 +194,11 @@ def plain_write(tpch: Tpch) -> Measured:
     buckets, no log): the scale the runner's initial load is held to."""
     out = tpch.work / "spark_parquet"
     times = []
-    for run in range(tpch.repeats + (1 if tpch.warmup else 0)):
+    for attempt in range(tpch.run.repeats + (1 if tpch.run.warmup else 0)):
         shutil.rmtree(out, ignore_errors=True)
         start = time.perf_counter()
         tpch.spark.read.parquet(str(tpch.data.sources["load"])).write.parquet(str(out))
-        if run >= (1 if tpch.warmup else 0):
+        if attempt >= (1 if tpch.run.warmup else 0):
             times.append(time.perf_counter() - start)
     written = sum(sizes(out).values())
     found = TpchSum()

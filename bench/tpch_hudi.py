@@ -49,7 +49,7 @@ def hudi_side(tpch: Tpch) -> dict[str, dict[str, Measured]]:
     hudi.mkdir()
     parallelism = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
     steps = []
-    for table_type in tpch.table_types:
+    for table_type in tpch.run.table_types:
         previous = None
         for step in STEPS:
             name = f"{table_type.lower()}_{step.name}"
@@ -65,15 +65,15 @@ def hudi_side(tpch: Tpch) -> dict[str, dict[str, Measured]]:
         "master": "local[2]",
         "conf": {"spark.sql.shuffle.partitions": str(parallelism)},
         "options": hudi_options_tpch(tpch.buckets, parallelism),
-        "repeats": tpch.repeats,
-        "warmup": tpch.warmup,
+        "repeats": tpch.run.repeats,
+        "warmup": tpch.run.warmup,
         "checksum": SPARK_SUMS,
         "steps": steps,
     }
     print(f"tpch: Hudi's side, pyspark {env.pyspark} (log: {tpch.work / 'hudi_job.log'})")
     answer = run_hudi_job(plan, env, tpch.work)["steps"]
     out: dict[str, dict[str, Measured]] = {}
-    for table_type in tpch.table_types:
+    for table_type in tpch.run.table_types:
         out[table_type] = {}
         for step in STEPS:
             found = answer[f"{table_type.lower()}_{step.name}"]
