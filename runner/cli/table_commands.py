@@ -19,6 +19,8 @@ from runner.spec.secrets import scrub, scrub_values
 T = TypeVar("T")
 
 if TYPE_CHECKING:
+    import datetime as dt
+
     from runner.actions.expand import ExpandSummary
     from runner.actions.expansion_plan import ExpansionPlan
     from runner.observe.record import Kind
@@ -127,19 +129,22 @@ def plan(options: ExpandOptions) -> None:
 def _expand(options: ExpandOptions) -> None:
     from runner.actions.expand import ExpansionRequest, expand_table
     from runner.commands.table_spec import spec_of
+    from runner.observe.record import now
 
     request = ExpansionRequest(
         options.buckets, options.policy, options.partitions, options.dry_run, options.split
     )
     pipeline = spec_of(options.spec)
-    started = time.perf_counter()  # before the history's record starts: one time for both
+    # the command's start, for the summary's time and the history's record alike (the
+    # record would otherwise start after the import of the run's machinery, up to a second)
+    started, started_at = time.perf_counter(), now()
 
     def work() -> tuple[ExpansionPlan, ExpandSummary | None]:
         return expand_table(
             pipeline, request, console_progress=sys.stderr.isatty(), started=started
         )
 
-    planned, done = _observed(pipeline, "expansion", work, _expanded, options.dry_run)
+    planned, done = _observed(pipeline, "expansion", work, _expanded, options.dry_run, started_at)
     if options.as_json:
         out = {"plan": planned.to_dict(), "result": done.to_dict() if done else None}
         click.echo(json.dumps(scrub_values(out), indent=2))
@@ -161,15 +166,17 @@ def _observed(
     work: Callable[[], T],
     figures: Callable[[T], ActionFigures],
     dry_run: bool,
+    started: dt.datetime | None = None,
 ) -> T:
     """A table action's work, recorded (history, metrics, lineage) with the figures its
-    result gives, then the table's catalog entry updated, unless it is a dry run."""
+    result gives, then the table's catalog entry updated, unless it is a dry run;
+    `started`: the command's start, when its summary's time counts from there."""
     from runner.commands.action_registration import registration_line
     from runner.observe.observed import Observer
 
     if dry_run:
         return work()
-    done = Observer(pipeline).service(kind, work, figures)
+    done = Observer(pipeline).service(kind, work, figures, started)
     line = registration_line(pipeline) if kind != "clean" else None  # clean keeps the schema
     if line:
         click.echo(line, err=True)

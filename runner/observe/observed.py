@@ -75,11 +75,16 @@ class Observer:
         return summary
 
     def service(
-        self, kind: Kind, work: Callable[[], T], figures: Callable[[T], ActionFigures]
+        self,
+        kind: Kind,
+        work: Callable[[], T],
+        figures: Callable[[T], ActionFigures],
+        started: dt.datetime | None = None,
     ) -> T:
         """A table action (an expansion, compaction, clean or restore), recorded with the
-        figures its summary gives."""
-        started = now()
+        figures its summary gives; `started`: when the command started, if its summary
+        counts its time from there (default: now)."""
+        started = started or now()
         run_id = self._start()
         self._before(started)
         self.lineage.start(run_id, started, kind)

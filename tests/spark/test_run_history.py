@@ -5,6 +5,7 @@ nothing; a history that cannot be written never fails a run."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import structlog
@@ -18,6 +19,7 @@ from runner.cli import cli
 from runner.errors import BadRecordsError
 from runner.observe import history
 from runner.observe.observed import Observer
+from runner.observe.record import now
 from runner.pipeline.context import RunOptions
 from runner.spec import load_spec
 from tests.helpers import city_content, city_rows, city_target, file_bytes, write_batch
@@ -71,10 +73,15 @@ def test_each_run_and_service_leaves_one_record(spark, tmp_path):
     )
     fold = ("committed", v1 + 2) if compacted.version else ("nothing_to_do", None)
     request = ExpansionRequest(8, None, (), False)
+    # as `runner expand` does: the summary and the record both count from the command's
+    # start (here a second before the work), not from when the record began
+    began, began_at = time.perf_counter(), now()
+    time.sleep(1)
     expanded = Observer(spec).service(
         "expansion",
-        lambda: expand_table(spec, request, spark=spark)[1],
+        lambda: expand_table(spec, request, spark=spark, started=began)[1],
         ExpandSummary.record,  # type: ignore[arg-type]
+        began_at,
     )
 
     assert expanded is not None and expanded.version is not None
@@ -87,7 +94,9 @@ def test_each_run_and_service_leaves_one_record(spark, tmp_path):
         ("t", "compaction", *fold),
         ("t", "expansion", "committed", expanded.version),
     ]
-    first, _, second, failed, _, _ = records
+    first, _, second, failed, _, expansion = records
+    assert expansion["started_at"] == began_at and expanded.seconds >= 1
+    assert abs(expansion["seconds"] - expanded.seconds) < 0.2
     assert (first["inserted"], second["inserted"], second["updated"]) == (20, 10, 10)
     # the history's figures are the summary's (--summary-json's), name for name
     shared = set(history.SCHEMA.names) & set(real.to_dict()) - {
