@@ -3,6 +3,7 @@ read, inspect. The table actions (runner/actions) do the work; these parse and p
 
 from __future__ import annotations
 
+import datetime as dt
 import inspect as docstrings
 import json
 import sys
@@ -19,8 +20,6 @@ from runner.spec.secrets import scrub, scrub_values
 T = TypeVar("T")
 
 if TYPE_CHECKING:
-    import datetime as dt
-
     from runner.actions.expand import ExpandSummary
     from runner.actions.expansion_plan import ExpansionPlan
     from runner.observe.record import Kind
@@ -129,15 +128,13 @@ def plan(options: ExpandOptions) -> None:
 def _expand(options: ExpandOptions) -> None:
     from runner.actions.expand import ExpansionRequest, expand_table
     from runner.commands.table_spec import spec_of
-    from runner.observe.record import now
 
     request = ExpansionRequest(
         options.buckets, options.policy, options.partitions, options.dry_run, options.split
     )
     pipeline = spec_of(options.spec)
-    # the command's start, for the summary's time and the history's record alike (the
-    # record would otherwise start after the import of the run's machinery, up to a second)
-    started, started_at = time.perf_counter(), now()
+    # the command's start: the summary's time and the history's record both count from it
+    started, started_at = time.perf_counter(), dt.datetime.now(dt.UTC)
 
     def work() -> tuple[ExpansionPlan, ExpandSummary | None]:
         return expand_table(
@@ -168,9 +165,8 @@ def _observed(
     dry_run: bool,
     started: dt.datetime | None = None,
 ) -> T:
-    """A table action's work, recorded (history, metrics, lineage) with the figures its
-    result gives, then the table's catalog entry updated, unless it is a dry run;
-    `started`: the command's start, when its summary's time counts from there."""
+    """A table action's work, recorded (history, metrics, lineage; from `started`, else now)
+    with its result's figures, then the table's catalog entry updated, unless a dry run."""
     from runner.commands.action_registration import registration_line
     from runner.observe.observed import Observer
 
@@ -187,9 +183,7 @@ class _Done(Protocol):
     """What a table action returns: its text, its JSON and its record's figures."""
 
     def render(self) -> str: ...
-
     def to_dict(self) -> dict[str, Any]: ...
-
     def record(self) -> ActionFigures: ...
 
 
