@@ -3,26 +3,23 @@ read, inspect. The table actions (runner/actions) do the work; these parse and p
 
 from __future__ import annotations
 
-import datetime as dt
 import inspect as docstrings
 import json
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING
 
 import click
 
 from runner.cli.options import options_as
+from runner.cli.recorded_action import Done, act, observed
 from runner.spec.secrets import scrub, scrub_values
-
-T = TypeVar("T")
 
 if TYPE_CHECKING:
     from runner.actions.expand import ExpandSummary
     from runner.actions.expansion_plan import ExpansionPlan
-    from runner.observe.record import Kind
     from runner.spec.model import PipelineSpec
     from runner.summary import ActionFigures
 
@@ -128,20 +125,21 @@ def plan(options: ExpandOptions) -> None:
 def _expand(options: ExpandOptions) -> None:
     from runner.actions.expand import ExpansionRequest, expand_table
     from runner.commands.table_spec import spec_of
+    from runner.observe.record import now
 
     request = ExpansionRequest(
         options.buckets, options.policy, options.partitions, options.dry_run, options.split
     )
     pipeline = spec_of(options.spec)
     # the command's start: the summary's time and the history's record both count from it
-    started, started_at = time.perf_counter(), dt.datetime.now(dt.UTC)
+    started, started_at = time.perf_counter(), now()
 
     def work() -> tuple[ExpansionPlan, ExpandSummary | None]:
         return expand_table(
             pipeline, request, console_progress=sys.stderr.isatty(), started=started
         )
 
-    planned, done = _observed(pipeline, "expansion", work, _expanded, options.dry_run, started_at)
+    planned, done = observed(pipeline, "expansion", work, _expanded, options.dry_run, started_at)
     if options.as_json:
         out = {"plan": planned.to_dict(), "result": done.to_dict() if done else None}
         click.echo(json.dumps(scrub_values(out), indent=2))
@@ -155,50 +153,6 @@ def _expanded(result: tuple[ExpansionPlan, ExpandSummary | None]) -> ActionFigur
 
     done = result[1]
     return done.record() if done is not None else ActionFigures("nothing_to_do")
-
-
-def _observed(
-    pipeline: PipelineSpec,
-    kind: Kind,
-    work: Callable[[], T],
-    figures: Callable[[T], ActionFigures],
-    dry_run: bool,
-    started: dt.datetime | None = None,
-) -> T:
-    """A table action's work, recorded (history, metrics, lineage; from `started`, else now)
-    with its result's figures, then the table's catalog entry updated, unless a dry run."""
-    from runner.commands.action_registration import registration_line
-    from runner.observe.observed import Observer
-
-    if dry_run:
-        return work()
-    done = Observer(pipeline).service(kind, work, figures, started)
-    line = registration_line(pipeline) if kind != "clean" else None  # clean keeps the schema
-    if line:
-        click.echo(line, err=True)
-    return done
-
-
-class _Done(Protocol):
-    """What a table action returns: its text, its JSON and its record's figures."""
-
-    def render(self) -> str: ...
-    def to_dict(self) -> dict[str, Any]: ...
-    def record(self) -> ActionFigures: ...
-
-
-def _act(
-    spec: str, kind: Kind, action: Callable[[PipelineSpec], _Done], dry_run: bool, as_json: bool
-) -> None:
-    """A table action's command: `action` on the spec's table, recorded with its result's
-    figures unless it is a dry run; its result printed as text, or JSON with `as_json`."""
-    from runner.commands.table_spec import spec_of
-
-    pipeline = spec_of(spec)
-    done = _observed(pipeline, kind, lambda: action(pipeline), lambda d: d.record(), dry_run)
-    click.echo(
-        json.dumps(scrub_values(done.to_dict()), indent=2) if as_json else scrub(done.render())
-    )
 
 
 @_on_spec_or_table
@@ -233,7 +187,7 @@ def clean(
     """
     from runner.actions.clean import clean_table
 
-    _act(
+    act(
         spec,
         "clean",
         lambda p: clean_table(p, retain_commits, min_age_hours, dry_run),
@@ -267,10 +221,10 @@ def compact(spec: str, partitions: tuple[str, ...], dry_run: bool, as_json: bool
     """
     from runner.actions.compact import compact_table
 
-    def work(pipeline: PipelineSpec) -> _Done:
+    def work(pipeline: PipelineSpec) -> Done:
         return compact_table(pipeline, partitions, dry_run, console_progress=sys.stderr.isatty())
 
-    _act(spec, "compaction", work, dry_run, as_json)
+    act(spec, "compaction", work, dry_run, as_json)
 
 
 @_on_spec_or_table
@@ -304,7 +258,7 @@ def restore(spec: str, to: str, dry_run: bool, as_json: bool) -> None:
     """
     from runner.actions.restore import restore_table
 
-    _act(spec, "restore", lambda p: restore_table(p, to, dry_run), dry_run, as_json)
+    act(spec, "restore", lambda p: restore_table(p, to, dry_run), dry_run, as_json)
 
 
 @dataclass(frozen=True, kw_only=True)
